@@ -1,0 +1,121 @@
+//! Protocol constants, limits and domain-separation strings, each named after
+//! the spec section (SPEC.txt rev 3) it comes from. Every other crate reads
+//! them from here.
+
+/// §4.2: prefix of an agent ID.
+pub const AGENT_ID_PREFIX: &str = "rdv1:";
+/// §4.2: 32-byte key in unpadded base32 is 52 characters.
+pub const AGENT_ID_B32_LEN: usize = 52;
+
+/// §4.6: domain separation for every Ed25519 signature.
+pub const SIG_PREFIX: &[u8] = b"rdv1/sig:";
+/// §4.6: canonical JSON nesting limit (a top-level container is depth 1).
+pub const CANON_MAX_DEPTH: usize = 32;
+/// §4.6: integers only, and only those every JSON implementation holds exactly.
+pub const CANON_MAX_SAFE_INT: i64 = (1 << 53) - 1;
+
+/// §4.4: discovery topic prefix and length.
+pub const DTOPIC_PREFIX: &[u8] = b"rdv1/disc:";
+/// §4.4 (issue #62): agent-ID topic prefix.
+pub const IDTOPIC_PREFIX: &[u8] = b"rdv1/id:";
+/// §4.4: topics are the first 26 base32 characters of the hash.
+pub const TOPIC_LEN: usize = 26;
+
+/// §4.3: at most 32 capability URIs of at most 200 characters.
+pub const CARD_MAX_CAPABILITIES: usize = 32;
+pub const CARD_MAX_CAPABILITY_LEN: usize = 200;
+/// §4.3: a card lists 1 to 16 nostr relays.
+pub const CARD_MIN_RELAYS: usize = 1;
+pub const CARD_MAX_RELAYS: usize = 16;
+/// §4.3 (issue #45): a card's canonical JSON is at most 16 KiB.
+pub const CARD_MAX_BYTES: usize = 16 * 1024;
+/// §4.3 (issue #45): a card-update's `created` at most 10 minutes ahead.
+pub const CARD_UPDATE_MAX_AHEAD_SECS: i64 = 10 * 60;
+
+/// §5.3: trust tiers.
+pub const TIERS: [&str; 6] = [
+    "spouse",
+    "family",
+    "friend",
+    "colleague",
+    "business",
+    "stranger",
+];
+/// §5.3: invoke keys are https URIs of at most 200 characters, at most 32.
+pub const INVOKE_MAX_KEYS: usize = 32;
+pub const INVOKE_MAX_URI_LEN: usize = 200;
+/// §5.3: capability URIs of the meetings extension.
+pub const EXT_MEETINGS: &str = "https://rendezvous.nesher.co/ext/meetings/v1";
+pub const EXT_MEETING_CANCEL: &str = "https://rendezvous.nesher.co/ext/meeting-cancel/v1";
+/// §7.8: the groups extension, never a key of a join's invoke.
+pub const EXT_GROUPS: &str = "https://rendezvous.nesher.co/ext/groups/v1";
+/// §5.3: a reverse grant's `ts` at most this far ahead (reference: 5 minutes).
+pub const GRANT_MAX_AHEAD_SECS: i64 = 5 * 60;
+
+/// §5.2.1: probes expire after 14 days.
+pub const PROBE_LIFETIME_SECS: i64 = 14 * 24 * 3600;
+/// §5.2.1: subject markers and headers.
+pub const PROBE_SUBJECT_MARKER: &str = "[RDV-PROBE]";
+pub const PROBE_ACK_SUBJECT_MARKER: &str = "[RDV-PROBE-ACK]";
+pub const INVITE_SUBJECT_MARKER: &str = "[RDV-INVITE]";
+pub const PROBE_HEADER: &str = "X-Rdv-Probe";
+pub const INVITE_HEADER: &str = "X-Rdv-Invite";
+/// §5.2.1: the fences around the machine part.
+pub const BLOCK_BEGIN: &str = "---BEGIN RDV/1---";
+pub const BLOCK_END: &str = "---END RDV/1---";
+/// §5.2.1: largest RDV/1 block payload we accept (a request carries a ≤16 KiB card).
+pub const BLOCK_MAX_BYTES: usize = 64 * 1024;
+
+/// §6.2: Nostr kind for envelopes, discovery probes and public pointers.
+pub const NOSTR_KIND: u16 = 30417;
+/// §6.2: HKDF info of the carrier key.
+pub const NOSTR_CARRIER_INFO: &[u8] = b"rdv1/nostr-carrier";
+/// §6.2: `d` tag prefix of a public-pointer card.
+pub const NOSTR_CARD_D_PREFIX: &str = "rdv1/card:";
+
+/// §6.4: envelope cipher suite name.
+pub const ENVELOPE_ALG: &str = "x25519+aes256gcm";
+/// §6.4: HKDF info of the envelope key.
+pub const ENVELOPE_HKDF_INFO: &[u8] = b"rdv1/envelope";
+/// §6.4: plaintext cap, 32 KiB.
+pub const ENVELOPE_MAX_PLAINTEXT: usize = 32 * 1024;
+/// §6.4: the GCM tag appended to the ciphertext.
+pub const GCM_TAG_LEN: usize = 16;
+/// §6.4: ciphertext cap.
+pub const ENVELOPE_MAX_CIPHERTEXT: usize = ENVELOPE_MAX_PLAINTEXT + GCM_TAG_LEN;
+/// §6.4: cap on the ciphertext's base64 length, checked before anything else.
+pub const ENVELOPE_MAX_CIPHERTEXT_B64: usize = ENVELOPE_MAX_CIPHERTEXT.div_ceil(3) * 4;
+/// §6.4: whole-envelope JSON cap (about 45 KB sealed; bounded before parsing).
+pub const ENVELOPE_MAX_BYTES: usize = 48 * 1024;
+/// §6.4: the ttl cap, 7 days, and the default.
+pub const ENVELOPE_MAX_TTL_SECS: i64 = 7 * 24 * 3600;
+pub const ENVELOPE_DEFAULT_TTL: &str = "48h";
+/// §6.4: `created` at most 5 minutes ahead of the receiver's clock.
+pub const ENVELOPE_MAX_AHEAD_SECS: i64 = 5 * 60;
+
+/// §6.4: fork detection keeps the hashes of the last 8 accepted envelopes.
+pub const CHANNEL_RECENT_HASHES: usize = 8;
+/// §7: out-of-order buffering, 16 peers × 64 envelopes.
+pub const CHANNEL_MAX_BUFFERED_PEERS: usize = 16;
+pub const CHANNEL_MAX_BUFFERED_PER_PEER: usize = 64;
+/// §7: the outbox a sender replays from on `rdv/resend`.
+pub const CHANNEL_OUTBOX: usize = 64;
+/// §6.4.1: at most 3 restore notices per sender per day.
+pub const RESTORED_MAX_PER_DAY: usize = 3;
+
+/// §7.8: a group has at most 16 members.
+pub const GROUP_MAX_MEMBERS: usize = 16;
+/// §7.8.1: a state is at most 8 KiB; member names ≤ 64, group name 1–100.
+pub const GROUP_STATE_MAX_BYTES: usize = 8 * 1024;
+pub const GROUP_MEMBER_NAME_MAX: usize = 64;
+pub const GROUP_NAME_MAX: usize = 100;
+/// §7.8.2: greeting ≤ 280, invite expires ≤ 14 days ahead, join ≤ 24 KiB.
+pub const GROUP_GREETING_MAX: usize = 280;
+pub const GROUP_INVITE_MAX_EXPIRY_SECS: i64 = 14 * 24 * 3600;
+pub const GROUP_JOIN_MAX_BYTES: usize = 24 * 1024;
+/// §7.8.3: a message header ≤ 4 KiB, its body ≤ 24 KiB, 1–15 private recipients.
+pub const GROUP_MSG_HEADER_MAX_BYTES: usize = 4 * 1024;
+pub const GROUP_MSG_BODY_MAX_BYTES: usize = 24 * 1024;
+pub const GROUP_MSG_MAX_PRIVATE_TO: usize = 15;
+/// §7.8.3: a heads entry carries the first 16 hex digits of a header hash.
+pub const GROUP_HEAD_HASH_LEN: usize = 16;

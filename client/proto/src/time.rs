@@ -1,0 +1,136 @@
+//! Timestamps and durations. The core never reads a clock: every rule that
+//! depends on "now" takes it as a parameter (§4.6 strings, §6.4 ttl).
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::consts::ENVELOPE_MAX_TTL_SECS;
+use crate::error::{Error, Result};
+
+/// An instant, as every document carries it: an RFC 3339 string.
+pub type Instant = OffsetDateTime;
+
+/// Parses an RFC 3339 date-time (any offset, fractional seconds allowed).
+pub fn parse_time(field: &str, s: &str) -> Result<Instant> {
+    if s.len() > 40 {
+        return Err(Error::shape(field, "not an RFC 3339 date-time"));
+    }
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|_| Error::shape(field, "not an RFC 3339 date-time"))
+}
+
+/// Formats as RFC 3339 UTC with `Z`, whole seconds: how we write every timestamp.
+pub fn format_time(t: Instant) -> String {
+    let t = t
+        .to_offset(time::UtcOffset::UTC)
+        .replace_nanosecond(0)
+        .unwrap_or(t);
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// Unix seconds to an instant.
+pub fn from_unix(secs: i64) -> Result<Instant> {
+    OffsetDateTime::from_unix_timestamp(secs).map_err(|_| Error::shape("time", "out of range"))
+}
+
+/// §6.4: `ttl` is `<n><s|m|h|d>` with a positive `n` and no leading zero,
+/// at most 7 days. Returns seconds.
+pub fn parse_ttl(s: &str) -> Result<i64> {
+    let bad = || Error::shape("ttl", "must be <n><s|m|h|d>, n a positive integer");
+    let (num, unit) = s.split_at(s.len().checked_sub(1).ok_or_else(bad)?);
+    let mult = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return Err(bad()),
+    };
+    if num.is_empty()
+        || num.len() > 9
+        || num.starts_with('0')
+        || !num.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let n: i64 = num.parse().map_err(|_| bad())?;
+    let secs = n * mult;
+    if secs > ENVELOPE_MAX_TTL_SECS {
+        return Err(Error::shape("ttl", "over 7 days"));
+    }
+    Ok(secs)
+}
+
+/// §5.3: `max_frequency` is `<n>/<minute|hour|day>`; returns (n, window seconds).
+pub fn parse_frequency(field: &str, s: &str) -> Result<(u64, i64)> {
+    let bad = || Error::shape(field, "must be <n>/<minute|hour|day>");
+    let (n, unit) = s.split_once('/').ok_or_else(bad)?;
+    let window = match unit {
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86400,
+        _ => return Err(bad()),
+    };
+    if n.is_empty()
+        || n.len() > 9
+        || (n.len() > 1 && n.starts_with('0'))
+        || !n.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    Ok((n.parse().map_err(|_| bad())?, window))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_grammar_and_cap() {
+        assert_eq!(parse_ttl("48h").unwrap(), 172800);
+        assert_eq!(parse_ttl("7d").unwrap(), 604800);
+        assert_eq!(parse_ttl("604800s").unwrap(), 604800);
+        for bad in [
+            "604801s",
+            "8d",
+            "169h",
+            "0s",
+            "",
+            "h",
+            "48",
+            "048h",
+            "4.5h",
+            "-1h",
+            "48H",
+            " 48h",
+            "9999999999d",
+        ] {
+            assert!(parse_ttl(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn frequency_grammar() {
+        assert_eq!(parse_frequency("f", "20/day").unwrap(), (20, 86400));
+        assert_eq!(parse_frequency("f", "0/hour").unwrap(), (0, 3600));
+        for bad in [
+            "20", "20/week", "/day", "x/day", "01/day", "20/Day", "-1/day",
+        ] {
+            assert!(parse_frequency("f", bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn times_parse_and_format() {
+        let t = parse_time("t", "2026-10-20T08:00:00.000Z").unwrap();
+        assert_eq!(format_time(t), "2026-10-20T08:00:00Z");
+        let t2 = parse_time("t", "2026-10-20T10:00:00+02:00").unwrap();
+        assert_eq!(t, t2, "compared as instants");
+        for bad in [
+            "2026-10-20",
+            "2026-10-20T08:00:00",
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+        ] {
+            assert!(parse_time("t", bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}
