@@ -1,1 +1,11 @@
+//! The Rendezvous agent library and the `rdv` command line.
+//!
+//! This issue brings the `rdv proto` conformance commands; the agent's
+//! contact book, transports and the other command groups build on the same
+//! protocol core (`rdv-proto`).
 
+pub mod cli;
+pub mod conformance;
+pub mod error;
+
+pub use error::{Error, Result};

@@ -1,1 +1,66 @@
-fn main() {}
+//! `rdv`: a thin shell over `rdv_agent`.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+use rdv_agent::cli::{Cli, Command, ProtoCommand};
+use rdv_agent::conformance::{self, Ctx, STDIN_MAX_BYTES};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Proto(cmd) => proto(&cmd),
+    }
+}
+
+fn proto(cmd: &ProtoCommand) -> ExitCode {
+    let result = match cmd {
+        ProtoCommand::Vectors(a) => write_vectors(&a.out).map(|()| Vec::new()),
+        _ => read_stdin(cmd).and_then(|stdin| {
+            let mut rng = rand_core::OsRng;
+            let mut ctx = Ctx { now: time::OffsetDateTime::now_utc(), rng: &mut rng };
+            conformance::run(cmd, &stdin, &mut ctx).map_err(|e| e.to_string())
+        }),
+    };
+    match result {
+        Ok(out) => {
+            let mut so = std::io::stdout().lock();
+            if so.write_all(&out).and_then(|()| so.flush()).is_err() {
+                return ExitCode::FAILURE;
+            }
+            ExitCode::SUCCESS
+        }
+        Err(reason) => {
+            let line = serde_json::json!({ "error": reason });
+            eprintln!("{line}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Commands that take no document do not wait for stdin.
+fn read_stdin(cmd: &ProtoCommand) -> Result<Vec<u8>, String> {
+    if matches!(cmd, ProtoCommand::Keygen(_) | ProtoCommand::Topic(_)) {
+        return Ok(Vec::new());
+    }
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .take(STDIN_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("reading stdin: {e}"))?;
+    if buf.len() > STDIN_MAX_BYTES {
+        return Err(format!("stdin over {STDIN_MAX_BYTES} bytes"));
+    }
+    Ok(buf)
+}
+
+fn write_vectors(dir: &std::path::Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    for (name, v) in rdv_proto::vectors::generate().map_err(|e| e.to_string())? {
+        let mut text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        text.push('\n');
+        std::fs::write(dir.join(format!("{name}.json")), text).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::consts::{DTOPIC_PREFIX, IDTOPIC_PREFIX, TOPIC_LEN};
+use crate::consts::{ADDRESS_MAX_LEN, DTOPIC_PREFIX, IDTOPIC_PREFIX, TOPIC_LEN};
 use crate::encoding::base32;
 use crate::error::{Error, Result};
 use crate::keys::AgentId;
@@ -26,8 +26,6 @@ pub struct Address {
 const PHONE_SEPARATORS: &[char] = &['-', '.', '(', ')', '/'];
 /// E.164 numbers have at most 15 digits.
 const PHONE_MAX_DIGITS: usize = 15;
-/// RFC 5321: a path is at most 256 octets; nothing longer is an address.
-const ADDRESS_MAX_LEN: usize = 320;
 
 impl Address {
     /// Parses and canonicalizes: `+`-led is a phone, one with `@` an email,

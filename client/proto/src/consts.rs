@@ -14,6 +14,10 @@ pub const CANON_MAX_DEPTH: usize = 32;
 /// §4.6: integers only, and only those every JSON implementation holds exactly.
 pub const CANON_MAX_SAFE_INT: i64 = (1 << 53) - 1;
 
+/// §4.6, §5.1: the longest contact point (or `to_hint`) we read: RFC 5321
+/// paths are at most 256 octets, so 320 leaves room and refuses nothing real.
+pub const ADDRESS_MAX_LEN: usize = 320;
+
 /// §4.4: discovery topic prefix and length.
 pub const DTOPIC_PREFIX: &[u8] = b"rdv1/disc:";
 /// §4.4 (issue #62): agent-ID topic prefix.
@@ -27,10 +31,16 @@ pub const CARD_MAX_CAPABILITY_LEN: usize = 200;
 /// §4.3: a card lists 1 to 16 nostr relays.
 pub const CARD_MIN_RELAYS: usize = 1;
 pub const CARD_MAX_RELAYS: usize = 16;
+/// §4.3: a relay URL is at most 256 characters (our bound; the spec gives none).
+pub const RELAY_URL_MAX_LEN: usize = 256;
 /// §4.3 (issue #45): a card's canonical JSON is at most 16 KiB.
 pub const CARD_MAX_BYTES: usize = 16 * 1024;
 /// §4.3 (issue #45): a card-update's `created` at most 10 minutes ahead.
 pub const CARD_UPDATE_MAX_AHEAD_SECS: i64 = 10 * 60;
+
+/// §5.1: a request's greeting is at most 1000 characters (our bound; the
+/// spec gives none, and a probe's greeting is public, §9, so keep it short).
+pub const REQUEST_GREETING_MAX: usize = 1000;
 
 /// §5.3: trust tiers.
 pub const TIERS: [&str; 6] = [
@@ -63,6 +73,16 @@ pub const INVITE_HEADER: &str = "X-Rdv-Invite";
 /// §5.2.1: the fences around the machine part.
 pub const BLOCK_BEGIN: &str = "---BEGIN RDV/1---";
 pub const BLOCK_END: &str = "---END RDV/1---";
+/// §5.2.1: a probe-ack cookie is 1 to 128 printable ASCII characters (our
+/// bound: the spec says only "HMAC…, truncated").
+pub const PROBE_COOKIE_MAX_LEN: usize = 128;
+/// §5.2.2: an invite token is 1 to 128 printable ASCII characters (our bound).
+pub const INVITE_TOKEN_MAX_LEN: usize = 128;
+/// §5.2.1: a raw mail message is at most 512 KiB before we parse it (our
+/// bound: a 64 KiB block, base64 or quoted-printable, plus text, fits).
+pub const MAIL_MAX_BYTES: usize = 512 * 1024;
+/// RFC 2045 §6.7: quoted-printable and base64 lines are at most 76 characters.
+pub const MIME_LINE_MAX: usize = 76;
 /// §5.2.1: largest RDV/1 block payload we accept (a request carries a ≤16 KiB card).
 pub const BLOCK_MAX_BYTES: usize = 64 * 1024;
 

@@ -40,7 +40,7 @@ impl AgentKey {
     }
 
     /// A fresh key from the caller's randomness (the core has none of its own).
-    pub fn generate(rng: &mut impl rand_core::CryptoRngCore) -> Self {
+    pub fn generate(rng: &mut (impl rand_core::CryptoRngCore + ?Sized)) -> Self {
         let mut seed = Zeroizing::new([0u8; 32]);
         rng.fill_bytes(seed.as_mut());
         Self::from_seed(*seed)

@@ -8,13 +8,19 @@
 
 pub mod address;
 pub mod canon;
+pub mod channel;
 pub mod consts;
 pub mod doc;
 pub mod encoding;
+pub mod envelope;
 pub mod error;
 pub mod keys;
+pub mod mailblock;
+pub mod nostr_event;
 pub mod sign;
 pub mod time;
+
+pub mod vectors;
 
 pub use address::{Address, AddressKind, idtopic};
 pub use error::{Error, Result};

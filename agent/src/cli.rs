@@ -1,0 +1,142 @@
+//! The `rdv` command line: argument definitions only; each group's logic
+//! lives in its own module.
+
+use clap::{Args, Parser, Subcommand};
+
+/// rdv: the Rendezvous agent for people at a terminal.
+///
+/// Rendezvous lets one person's AI agent find, ask consent from, and talk
+/// end-to-end encrypted with another person's agent.
+#[derive(Debug, Parser)]
+#[command(name = "rdv", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Wire-format conformance commands, for testing another implementation
+    /// against this one byte for byte.
+    ///
+    /// Each reads JSON on stdin where it takes a document and writes JSON on
+    /// stdout (for `canon`, the exact canonical bytes). On invalid input it
+    /// exits 1 with one line {"error": "..."} on stderr and nothing on stdout.
+    #[command(subcommand)]
+    Proto(ProtoCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProtoCommand {
+    /// Print the canonical JSON (§4.6) of the JSON on stdin, with no newline.
+    Canon,
+    /// Derive the agent ID, fingerprint and public keys from a seed.
+    Keygen(SeedArg),
+    /// Discovery topic of an address (email or +phone), or of an agent ID.
+    Topic(TopicArgs),
+    /// Sign the JSON object on stdin (which has no `sig`); print it canonical.
+    Sign(SeedArg),
+    /// Verify a signed document of the given kind; print {"ok", "hash"}.
+    Verify(VerifyArgs),
+    /// Seal the payload object on stdin into a signed envelope (§6.4).
+    Seal(SealArgs),
+    /// Verify and decrypt the envelope on stdin.
+    Open(OpenArgs),
+    /// Wrap an envelope (or, with --card, a card) in a signed Nostr event (§6.2).
+    NostrEvent(NostrEventArgs),
+    /// Verify a Nostr event's id and signature and the §6.2 mapping.
+    NostrVerify,
+    /// Write the deterministic test vectors to a directory.
+    Vectors(VectorsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SeedArg {
+    /// 32-byte Ed25519 seed as 64 lowercase hex characters.
+    #[arg(long)]
+    pub seed: String,
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct TopicArgs {
+    /// An email address or a +-led phone number: prints {"canon", "dtopic"}.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// An agent ID (rdv1:…): prints {"idtopic"}.
+    #[arg(long)]
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// card, contact-request, contact-grant, revoke, envelope, group-state,
+    /// group-invite, group-join, group-leave or group-msg-header.
+    #[arg(long)]
+    pub kind: String,
+    /// The time to check expiry against (RFC 3339, Z); default: the clock.
+    #[arg(long)]
+    pub now: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SealArgs {
+    /// The sender's seed (64 lowercase hex).
+    #[arg(long)]
+    pub seed: String,
+    /// The recipient's agent ID; its encryption key comes from the ID.
+    #[arg(long)]
+    pub to: String,
+    /// This envelope's sequence number in the direction (1 for the first).
+    #[arg(long)]
+    pub seq: u64,
+    /// Hash of the previous envelope in the direction (omit for seq 1).
+    #[arg(long)]
+    pub prev: Option<String>,
+    /// Creation time (RFC 3339, Z); default: the clock.
+    #[arg(long)]
+    pub created: Option<String>,
+    /// Time to live, <n><s|m|h|d>, at most 7d.
+    #[arg(long, default_value = rdv_proto::consts::ENVELOPE_DEFAULT_TTL)]
+    pub ttl: String,
+    /// Test vectors only: the ephemeral X25519 secret (64 hex). Never reuse.
+    #[arg(long, requires = "nonce")]
+    pub ephemeral_seed: Option<String>,
+    /// Test vectors only: the AES-GCM nonce (24 hex). Never reuse.
+    #[arg(long, requires = "ephemeral_seed")]
+    pub nonce: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct OpenArgs {
+    /// The recipient's seed (64 lowercase hex).
+    #[arg(long)]
+    pub seed: String,
+    /// The receiver's clock (RFC 3339, Z); default: the system clock.
+    #[arg(long)]
+    pub now: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NostrEventArgs {
+    /// The agent's seed; the event is signed with its carrier key (§6.2).
+    #[arg(long)]
+    pub seed: String,
+    /// The event's created_at (Unix seconds); default: the clock (for a
+    /// card, never earlier than the card's created).
+    #[arg(long)]
+    pub created_at: Option<u64>,
+    /// Stdin is a card: build the public-pointer event on --topic.
+    #[arg(long, requires = "topic")]
+    pub card: bool,
+    /// The dtopic or idtopic the card is published on.
+    #[arg(long, requires = "card")]
+    pub topic: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct VectorsArgs {
+    /// Directory to write the JSON files to (e.g. docs/test-vectors).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}

@@ -1,0 +1,17 @@
+//! The agent crate's error type.
+
+/// Why an `rdv` command could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The protocol core refused an input.
+    #[error("{0}")]
+    Proto(#[from] rdv_proto::Error),
+    /// A command-line argument or stdin is not what the command takes.
+    #[error("{0}")]
+    Input(String),
+    /// Reading or writing a file failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,791 @@
+//! The channel state machine (§6.4, §6.4.1, §7): per-direction `seq`/`prev`,
+//! relay replays dropped, gaps buffered within bounds and turned into
+//! `rdv/resend` ranges, forks and rollbacks detected, the human re-sync floor,
+//! and the `rdv/restored` re-base.
+//!
+//! Pure state in, decisions out: the caller feeds the facts of an envelope it
+//! already verified and opened, gets a [`Decision`], and persists the state
+//! before anything leaves (§7 persistence).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde_json::{Value, json};
+
+use crate::consts::{
+    CHANNEL_MAX_BUFFERED_PEERS, CHANNEL_MAX_BUFFERED_PER_PEER, CHANNEL_OUTBOX, CHANNEL_RECENT_HASHES,
+    RESTORED_MAX_PER_DAY,
+};
+use crate::doc::obj::Obj;
+use crate::envelope::Header;
+use crate::error::{Error, Result};
+use crate::keys::AgentId;
+use crate::time::{Instant, format_time};
+
+/// The facts of one verified envelope that ordering needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub seq: u64,
+    pub prev: Option<String>,
+    pub hash: String,
+    pub created: Instant,
+}
+
+impl From<&Header> for Meta {
+    fn from(h: &Header) -> Self {
+        Self { seq: h.seq, prev: h.prev.clone(), hash: h.hash.clone(), created: h.created }
+    }
+}
+
+/// How far a sender is admitted (§6.4: channel state only for admitted senders).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Contacts, agents asked by card, group co-members: state kept and gaps
+    /// buffered (§7, 16 peers × 64 envelopes).
+    Buffered,
+    /// Pending requesters kept, peers written to: state kept, gaps not
+    /// buffered (the envelope is dropped and a resend asked for).
+    Tracked,
+    /// Anyone else: no state at all, each envelope stands alone.
+    Stranger,
+}
+
+/// Why a chain was refused (§6.4). The human is told and only the human's
+/// re-sync lifts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fork {
+    /// A different envelope at a `seq` already accepted (or buffered).
+    SeqReused { seq: u64 },
+    /// An envelope whose `prev` is not the chain head.
+    PrevMismatch { seq: u64 },
+}
+
+/// Why an envelope was dropped without changing the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drop {
+    /// This peer's gap buffer is full (64).
+    BufferFull,
+    /// Gap buffers are already held for 16 other peers.
+    TooManyPeers,
+    /// A gap from a peer whose envelopes are not buffered.
+    NotBuffered,
+}
+
+/// What to do with one envelope.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision<T> {
+    /// Deliver these in order: the envelope, then any buffered ones it
+    /// unblocked. `fork` is set when a buffered successor turned out to fork.
+    Deliver { items: Vec<T>, fork: Option<Fork> },
+    /// Already accepted (a relay replay) or below the re-sync floor: drop silently.
+    Duplicate,
+    /// Held until the gap closes; ask the sender to resend `resend` (inclusive).
+    Buffered { resend: Option<(u64, u64)> },
+    /// Dropped; ask for `resend` if set.
+    Dropped { reason: Drop, resend: Option<(u64, u64)> },
+    /// The sender forked its chain: tell the human; refused until re-sync.
+    Forked(Fork),
+    /// The chain is refused after an earlier fork (the human was told then).
+    Refused,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    Forked,
+    /// The human re-synced: the next envelope newer than everything accepted
+    /// becomes the head.
+    Resyncing,
+}
+
+/// Inbound state for one sender. `T` is whatever the caller delivers (the
+/// opened envelope); it is held only while buffered.
+#[derive(Debug, Clone)]
+pub struct Inbound<T> {
+    head: Option<(u64, String)>,
+    recent: VecDeque<(u64, String)>,
+    newest: Option<Instant>,
+    floor: Option<Instant>,
+    state: State,
+    fork: Option<Fork>,
+    buffer: BTreeMap<u64, (Meta, T)>,
+    notices: VecDeque<Instant>,
+}
+
+impl<T> Default for Inbound<T> {
+    fn default() -> Self {
+        Self {
+            head: None,
+            recent: VecDeque::new(),
+            newest: None,
+            floor: None,
+            state: State::Open,
+            fork: None,
+            buffer: BTreeMap::new(),
+            notices: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> Inbound<T> {
+    /// A channel that expects the sender's first envelope (seq 1, prev null).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A channel whose chain starts at an envelope already accepted, whatever
+    /// its seq: how a stranger's first envelope becomes a kept requester (§6.4).
+    pub fn anchored(first: &Meta) -> Self {
+        let mut c = Self::new();
+        c.advance(first);
+        c
+    }
+
+    /// The last accepted (seq, hash).
+    pub fn head(&self) -> Option<(u64, &str)> {
+        self.head.as_ref().map(|(s, h)| (*s, h.as_str()))
+    }
+
+    /// The newest `created` accepted so far.
+    pub fn newest(&self) -> Option<Instant> {
+        self.newest
+    }
+
+    /// Envelopes not newer than this are dropped as replays (re-sync, restore).
+    pub fn floor(&self) -> Option<Instant> {
+        self.floor
+    }
+
+    /// The fork that refused this chain, until the human re-syncs.
+    pub fn refused(&self) -> Option<&Fork> {
+        if self.state == State::Forked { self.fork.as_ref() } else { None }
+    }
+
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    fn advance(&mut self, m: &Meta) {
+        self.head = Some((m.seq, m.hash.clone()));
+        self.recent.push_back((m.seq, m.hash.clone()));
+        while self.recent.len() > CHANNEL_RECENT_HASHES {
+            self.recent.pop_front();
+        }
+        self.newest = Some(self.newest.map_or(m.created, |n| n.max(m.created)));
+    }
+
+    fn expected(&self) -> (u64, Option<&str>) {
+        match &self.head {
+            None => (1, None),
+            Some((s, h)) => (s + 1, Some(h.as_str())),
+        }
+    }
+
+    fn refuse(&mut self, f: Fork) -> Decision<T> {
+        self.state = State::Forked;
+        self.fork = Some(f.clone());
+        self.buffer.clear();
+        Decision::Forked(f)
+    }
+
+    /// Feeds one envelope from this sender. `buffering` says whether a gap
+    /// may be held (see [`Admission`]); [`Channels`] decides it.
+    pub fn receive(&mut self, m: &Meta, item: T, buffering: bool) -> Decision<T> {
+        if self.recent.iter().any(|(_, h)| *h == m.hash) {
+            return Decision::Duplicate;
+        }
+        if self.floor.is_some_and(|f| m.created <= f) {
+            return Decision::Duplicate;
+        }
+        match self.state {
+            State::Forked => return Decision::Refused,
+            State::Resyncing => {
+                if self.newest.is_some_and(|n| m.created <= n) {
+                    return Decision::Duplicate;
+                }
+                // §6.4: replays of the old chain are never newer than its newest.
+                self.floor = self.newest;
+                self.state = State::Open;
+                self.fork = None;
+                self.buffer.clear();
+                self.advance(m);
+                return self.drain(vec![item]);
+            }
+            State::Open => {}
+        }
+        let (expect, prev) = self.expected();
+        if m.seq == expect {
+            if m.prev.as_deref() != prev {
+                return self.refuse(Fork::PrevMismatch { seq: m.seq });
+            }
+            self.advance(m);
+            return self.drain(vec![item]);
+        }
+        if m.seq < expect {
+            // Not one of the recent hashes, so a different envelope at an
+            // accepted seq. Within the window that is a fork for sure; below
+            // it, only a newer `created` tells a fork from an old replay.
+            let in_window = self.recent.front().is_some_and(|(s, _)| m.seq >= *s);
+            if in_window || self.newest.is_some_and(|n| m.created > n) {
+                return self.refuse(Fork::SeqReused { seq: m.seq });
+            }
+            return Decision::Duplicate;
+        }
+        // A gap.
+        if let Some((held, _)) = self.buffer.get(&m.seq) {
+            if held.hash == m.hash {
+                return Decision::Duplicate;
+            }
+            return self.refuse(Fork::SeqReused { seq: m.seq });
+        }
+        let lowest = self.buffer.keys().next().copied().unwrap_or(m.seq).min(m.seq);
+        let resend = Some((expect, lowest - 1));
+        if !buffering {
+            return Decision::Dropped { reason: Drop::NotBuffered, resend: Some((expect, m.seq - 1)) };
+        }
+        if self.buffer.len() >= CHANNEL_MAX_BUFFERED_PER_PEER {
+            return Decision::Dropped { reason: Drop::BufferFull, resend };
+        }
+        self.buffer.insert(m.seq, (m.clone(), item));
+        Decision::Buffered { resend }
+    }
+
+    fn drain(&mut self, mut items: Vec<T>) -> Decision<T> {
+        loop {
+            let (expect, prev) = self.expected();
+            let Some((m, _)) = self.buffer.get(&expect) else { break };
+            if m.prev.as_deref() != prev {
+                let Decision::Forked(f) = self.refuse(Fork::PrevMismatch { seq: expect }) else { break };
+                return Decision::Deliver { items, fork: Some(f) };
+            }
+            if let Some((m, item)) = self.buffer.remove(&expect) {
+                self.advance(&m);
+                items.push(item);
+            }
+        }
+        // Entries at or below the head can never be delivered now.
+        if let Some((h, _)) = self.head {
+            self.buffer.retain(|s, _| *s > h);
+        }
+        Decision::Deliver { items, fork: None }
+    }
+
+    /// The human re-synced this sender (§6.4): the next envelope newer than
+    /// everything accepted becomes the head, and nothing older is taken again.
+    pub fn human_resync(&mut self) {
+        self.state = State::Resyncing;
+        self.buffer.clear();
+    }
+
+    /// §6.4.1, the peer's side: a `rdv/restored` notice from an admitted
+    /// sender (the caller checked admission and the envelope's signature).
+    pub fn on_restored(&mut self, m: &Meta, now: Instant) -> RestoredDecision {
+        if self.state == State::Forked {
+            // A notice never lifts a refusal, perhaps from the very copy that forked.
+            return RestoredDecision::Refused;
+        }
+        if self.recent.iter().any(|(_, h)| *h == m.hash) || self.newest.is_some_and(|n| m.created <= n) {
+            return RestoredDecision::Replay;
+        }
+        let day_ago = now - time::Duration::days(1);
+        while self.notices.front().is_some_and(|t| *t <= day_ago) {
+            self.notices.pop_front();
+        }
+        if self.notices.len() >= RESTORED_MAX_PER_DAY {
+            return RestoredDecision::RateLimited;
+        }
+        self.notices.push_back(now);
+        self.state = State::Open;
+        self.buffer.clear();
+        self.advance(m);
+        self.floor = Some(m.created);
+        RestoredDecision::Rebased
+    }
+
+    /// §6.4.1, the restored side: the peer's `rdv/restored-ack`, already
+    /// matched by the caller to the last notice sent to this peer (once).
+    /// Moves the head forward only.
+    pub fn on_restored_ack(&mut self, ack: &RestoredAck) {
+        let (expect, _) = self.expected();
+        if ack.from_seq > expect {
+            self.head = ack.prev.clone().map(|p| (ack.from_seq - 1, p));
+            let from = ack.from_seq;
+            self.buffer.retain(|s, _| *s >= from);
+        }
+        self.floor = Some(self.floor.map_or(ack.floor, |f| f.max(ack.floor)));
+    }
+}
+
+/// The peer's answer to a `rdv/restored` notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoredDecision {
+    /// The notice is the sender's new head: tell the human and send the ack.
+    Rebased,
+    /// Not newer than what was accepted: a replayed notice, ignored.
+    Replay,
+    /// More than 3 notices from this sender in a day: ignored, human told.
+    RateLimited,
+    /// The chain was refused after a fork; only the human re-syncs it.
+    Refused,
+}
+
+/// `rdv/restored` (§6.4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredNotice {
+    pub in_seq: u64,
+    pub backup_created: Option<Instant>,
+}
+
+/// `rdv/restored-ack` (§6.4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredAck {
+    pub notice: String,
+    pub from_seq: u64,
+    pub prev: Option<String>,
+    pub floor: Instant,
+}
+
+/// One sent envelope kept for resends.
+#[derive(Debug, Clone)]
+struct Sent {
+    seq: u64,
+    prev: Option<String>,
+    created: Instant,
+    envelope: Value,
+}
+
+/// Outbound state towards one peer: the next seq and prev, and the outbox of
+/// the last 64 envelopes (§7).
+#[derive(Debug, Clone, Default)]
+pub struct Outbound {
+    next_seq: u64,
+    prev: Option<String>,
+    outbox: VecDeque<Sent>,
+    last_notice: Option<String>,
+}
+
+impl Outbound {
+    pub fn new() -> Self {
+        Self { next_seq: 1, ..Self::default() }
+    }
+
+    /// (seq, prev) for the next envelope.
+    pub fn next(&self) -> (u64, Option<&str>) {
+        (self.next_seq.max(1), self.prev.as_deref())
+    }
+
+    /// Records a sealed envelope. Persist the state after this and before the
+    /// envelope leaves, so a crash cannot reuse a seq (§7).
+    pub fn record(&mut self, header: &Header, envelope: Value) {
+        self.next_seq = header.seq + 1;
+        self.prev = Some(header.hash.clone());
+        self.outbox.push_back(Sent { seq: header.seq, prev: header.prev.clone(), created: header.created, envelope });
+        while self.outbox.len() > CHANNEL_OUTBOX {
+            self.outbox.pop_front();
+        }
+    }
+
+    /// Records that the notice envelope with this hash was sent (§6.4.1).
+    pub fn record_notice(&mut self, hash: &str) {
+        self.last_notice = Some(hash.to_string());
+    }
+
+    /// Answers `rdv/resend`: what the outbox still holds of the range.
+    pub fn resend(&self, from: u64, to: u64) -> Vec<&Value> {
+        self.outbox.iter().filter(|s| s.seq >= from && s.seq <= to).map(|s| &s.envelope).collect()
+    }
+
+    /// §6.4.1, the restored side: the outbound epoch jumps to at least the
+    /// restore time in milliseconds, and the notice to send first.
+    pub fn restore(&mut self, restore_time: Instant, in_seq: u64, backup_created: Option<Instant>) -> Value {
+        let ms = (restore_time.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
+        self.next_seq = self.next_seq.max(ms);
+        json!({
+            "type": "rdv/restored", "v": 1, "in_seq": in_seq,
+            "backup_created": backup_created.map(format_ms),
+        })
+    }
+
+    /// §6.4.1, the peer's side: the ack for a notice whose envelope hash is
+    /// `notice`, and the envelopes to resend after `in_seq`.
+    pub fn ack(&self, notice: &str, in_seq: u64, now: Instant) -> (Value, Vec<&Value>) {
+        let held: Vec<&Sent> = self.outbox.iter().filter(|s| s.seq > in_seq).collect();
+        let (from_seq, prev, floor) = match held.first() {
+            Some(s) => (s.seq, s.prev.clone(), s.created - time::Duration::milliseconds(1)),
+            None => (self.next().0, self.prev.clone(), now),
+        };
+        let ack = json!({
+            "type": "rdv/restored-ack", "v": 1, "notice": notice, "from_seq": from_seq,
+            "prev": prev, "floor": format_ms(floor),
+        });
+        (ack, held.iter().map(|s| &s.envelope).collect())
+    }
+
+    /// True once for the ack of the notice sent last (§6.4.1: "once").
+    pub fn take_ack(&mut self, ack: &RestoredAck) -> bool {
+        if self.last_notice.as_deref() == Some(ack.notice.as_str()) {
+            self.last_notice = None;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn format_ms(t: Instant) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    let base = format_time(t);
+    format!("{}.{:03}Z", base.trim_end_matches('Z'), t.millisecond())
+}
+
+/// `{"type": "rdv/resend", "from_seq": n, "to_seq": m}` (§7).
+pub fn resend_payload(from: u64, to: u64) -> Value {
+    json!({"type": "rdv/resend", "from_seq": from, "to_seq": to})
+}
+
+/// Parses `rdv/resend` strictly: 1 ≤ from ≤ to, at most an outbox (64) wide.
+pub fn parse_resend(v: &Value) -> Result<(u64, u64)> {
+    let mut o = Obj::new(v, "resend")?;
+    o.doc_type("rdv/resend")?;
+    let from = o.positive("from_seq")? as u64;
+    let to = o.positive("to_seq")? as u64;
+    o.deny_unknown()?;
+    if to < from || to - from >= CHANNEL_OUTBOX as u64 {
+        return Err(Error::shape("resend", "need from_seq ≤ to_seq, at most 64 apart"));
+    }
+    Ok((from, to))
+}
+
+/// Inbound channels for every admitted sender, with the §7 buffer bound of
+/// 16 peers × 64 envelopes.
+#[derive(Debug, Clone)]
+pub struct Channels<T> {
+    peers: HashMap<AgentId, Inbound<T>>,
+}
+
+impl<T> Default for Channels<T> {
+    fn default() -> Self {
+        Self { peers: HashMap::new() }
+    }
+}
+
+impl<T> Channels<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, from: &AgentId) -> Option<&Inbound<T>> {
+        self.peers.get(from)
+    }
+
+    pub fn get_mut(&mut self, from: &AgentId) -> Option<&mut Inbound<T>> {
+        self.peers.get_mut(from)
+    }
+
+    /// Starts keeping state for a sender just admitted, anchored at `first`.
+    pub fn admit(&mut self, from: AgentId, first: Option<&Meta>) {
+        self.peers.entry(from).or_insert_with(|| first.map_or_else(Inbound::new, Inbound::anchored));
+    }
+
+    /// Forgets a sender (revoked, blocked, left every group).
+    pub fn forget(&mut self, from: &AgentId) {
+        self.peers.remove(from);
+    }
+
+    /// How many senders hold state.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// Feeds one envelope. A [`Admission::Stranger`] keeps no state: its
+    /// envelope is delivered alone, whatever its seq (§6.4).
+    pub fn receive(&mut self, from: &AgentId, admission: Admission, m: &Meta, item: T) -> Decision<T> {
+        if admission == Admission::Stranger && !self.peers.contains_key(from) {
+            return Decision::Deliver { items: vec![item], fork: None };
+        }
+        let others_buffering = self.peers.iter().filter(|(id, c)| *id != from && c.buffered() > 0).count();
+        let chan = self.peers.entry(from.clone()).or_default();
+        let may_buffer = admission == Admission::Buffered;
+        let room = chan.buffered() > 0 || others_buffering < CHANNEL_MAX_BUFFERED_PEERS;
+        match chan.receive(m, item, may_buffer && room) {
+            Decision::Dropped { reason: Drop::NotBuffered, resend } if may_buffer => {
+                Decision::Dropped { reason: Drop::TooManyPeers, resend }
+            }
+            d => d,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::parse_time;
+
+    fn t(s: i64) -> Instant {
+        parse_time("t", "2026-10-08T00:00:00Z").unwrap() + time::Duration::seconds(s)
+    }
+
+    fn h(n: u64, salt: &str) -> String {
+        format!("{:0>64}", format!("{n}{salt}"))
+    }
+
+    /// A chain of metas: seq i has prev = hash of i-1.
+    fn chain(n: u64, salt: &str) -> Vec<Meta> {
+        (1..=n)
+            .map(|i| Meta {
+                seq: i,
+                prev: (i > 1).then(|| h(i - 1, salt)),
+                hash: h(i, salt),
+                created: t(i as i64 * 10),
+            })
+            .collect()
+    }
+
+    fn delivered(d: Decision<u64>) -> Vec<u64> {
+        match d {
+            Decision::Deliver { items, fork: None } => items,
+            other => panic!("expected delivery, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn in_order_delivery_and_replay_dropped() {
+        let c = chain(3, "a");
+        let mut ch = Inbound::new();
+        for m in &c {
+            assert_eq!(delivered(ch.receive(m, m.seq, true)), vec![m.seq]);
+        }
+        assert_eq!(ch.receive(&c[1], 2, true), Decision::Duplicate, "relay replay dropped silently");
+        assert_eq!(ch.head().unwrap().0, 3);
+    }
+
+    #[test]
+    fn gap_is_buffered_then_drained_with_resend_range() {
+        let c = chain(5, "a");
+        let mut ch = Inbound::new();
+        delivered(ch.receive(&c[0], 1, true));
+        assert_eq!(ch.receive(&c[3], 4, true), Decision::Buffered { resend: Some((2, 3)) });
+        assert_eq!(ch.receive(&c[4], 5, true), Decision::Buffered { resend: Some((2, 3)) });
+        assert_eq!(ch.receive(&c[2], 3, true), Decision::Buffered { resend: Some((2, 2)) });
+        assert_eq!(delivered(ch.receive(&c[1], 2, true)), vec![2, 3, 4, 5]);
+        assert_eq!(ch.buffered(), 0);
+    }
+
+    #[test]
+    fn buffer_is_bounded_per_peer() {
+        let c = chain(CHANNEL_MAX_BUFFERED_PER_PEER as u64 + 3, "a");
+        let mut ch = Inbound::new();
+        for m in &c[2..2 + CHANNEL_MAX_BUFFERED_PER_PEER] {
+            assert!(matches!(ch.receive(m, m.seq, true), Decision::Buffered { .. }));
+        }
+        let last = &c[2 + CHANNEL_MAX_BUFFERED_PER_PEER];
+        assert!(matches!(ch.receive(last, last.seq, true), Decision::Dropped { reason: Drop::BufferFull, .. }));
+    }
+
+    #[test]
+    fn buffers_are_bounded_across_peers() {
+        let mut chans: Channels<u64> = Channels::new();
+        let c = chain(3, "a");
+        for i in 0..CHANNEL_MAX_BUFFERED_PEERS as u8 {
+            let id = crate::AgentKey::from_seed([i; 32]).id().clone();
+            assert!(matches!(chans.receive(&id, Admission::Buffered, &c[2], 3), Decision::Buffered { .. }));
+        }
+        let extra = crate::AgentKey::from_seed([200; 32]).id().clone();
+        assert!(matches!(
+            chans.receive(&extra, Admission::Buffered, &c[2], 3),
+            Decision::Dropped { reason: Drop::TooManyPeers, .. }
+        ));
+        // In-order envelopes from that peer still flow.
+        assert_eq!(delivered(chans.receive(&extra, Admission::Buffered, &c[0], 1)), vec![1]);
+    }
+
+    #[test]
+    fn tracked_peers_do_not_buffer() {
+        let mut chans: Channels<u64> = Channels::new();
+        let id = crate::AgentKey::from_seed([1; 32]).id().clone();
+        let c = chain(3, "a");
+        assert_eq!(
+            chans.receive(&id, Admission::Tracked, &c[2], 3),
+            Decision::Dropped { reason: Drop::NotBuffered, resend: Some((1, 2)) }
+        );
+    }
+
+    #[test]
+    fn strangers_keep_no_state() {
+        let mut chans: Channels<u64> = Channels::new();
+        let c = chain(9, "a");
+        for i in 0..1000u16 {
+            let mut seed = [0u8; 32];
+            seed[..2].copy_from_slice(&i.to_be_bytes());
+            let id = crate::AgentKey::from_seed(seed).id().clone();
+            assert_eq!(delivered(chans.receive(&id, Admission::Stranger, &c[8], 9)), vec![9]);
+        }
+        assert!(chans.is_empty(), "no state per unknown sender");
+    }
+
+    #[test]
+    fn reused_seq_in_window_is_a_fork_and_refuses_until_resync() {
+        let c = chain(3, "a");
+        let alt = chain(3, "b");
+        let mut ch = Inbound::new();
+        for m in &c {
+            delivered(ch.receive(m, m.seq, true));
+        }
+        let mut forked = alt[1].clone();
+        forked.prev = Some(h(1, "a"));
+        assert_eq!(ch.receive(&forked, 2, true), Decision::Forked(Fork::SeqReused { seq: 2 }));
+        let next = Meta { seq: 4, prev: Some(h(3, "a")), hash: h(4, "a"), created: t(40) };
+        assert_eq!(ch.receive(&next, 4, true), Decision::Refused, "not accepted on its own");
+        assert!(ch.refused().is_some());
+    }
+
+    #[test]
+    fn prev_mismatch_is_a_fork() {
+        let c = chain(2, "a");
+        let mut ch = Inbound::new();
+        delivered(ch.receive(&c[0], 1, true));
+        let bad = Meta { seq: 2, prev: Some(h(9, "x")), hash: h(2, "x"), created: t(20) };
+        assert_eq!(ch.receive(&bad, 2, true), Decision::Forked(Fork::PrevMismatch { seq: 2 }));
+    }
+
+    #[test]
+    fn reused_seq_below_window_fork_if_newer_else_replay() {
+        let c = chain(20, "a");
+        let mut ch = Inbound::new();
+        for m in &c {
+            delivered(ch.receive(m, m.seq, true));
+        }
+        // seq 2 is below the 8-hash window.
+        let old = Meta { seq: 2, prev: Some(h(1, "a")), hash: h(2, "old"), created: t(5) };
+        assert_eq!(ch.receive(&old, 2, true), Decision::Duplicate, "indistinguishable from a replay");
+        let newer = Meta { seq: 2, prev: Some(h(1, "a")), hash: h(2, "new"), created: t(500) };
+        assert_eq!(ch.receive(&newer, 2, true), Decision::Forked(Fork::SeqReused { seq: 2 }));
+    }
+
+    #[test]
+    fn human_resync_adopts_next_newer_and_sets_floor() {
+        let c = chain(3, "a");
+        let mut ch = Inbound::new();
+        for m in &c {
+            delivered(ch.receive(m, m.seq, true));
+        }
+        let fork = Meta { seq: 2, prev: Some(h(1, "a")), hash: h(2, "b"), created: t(25) };
+        assert!(matches!(ch.receive(&fork, 2, true), Decision::Forked(_)));
+        ch.human_resync();
+        // A replay of the old chain is never newer: a duplicate.
+        let old_replay = Meta { seq: 2, prev: Some(h(1, "b")), hash: h(2, "zz"), created: t(30) };
+        assert_eq!(ch.receive(&old_replay, 2, true), Decision::Duplicate);
+        // The next newer envelope becomes the head, whatever its seq or prev.
+        let newer = Meta { seq: 7, prev: Some(h(6, "b")), hash: h(7, "b"), created: t(100) };
+        assert_eq!(delivered(ch.receive(&newer, 7, true)), vec![7]);
+        assert_eq!(ch.head().unwrap().0, 7);
+        // Anything not newer than the old chain's newest stays a duplicate.
+        let stale = Meta { seq: 8, prev: Some(h(7, "b")), hash: h(8, "q"), created: t(30) };
+        assert_eq!(ch.receive(&stale, 8, true), Decision::Duplicate);
+        let next = Meta { seq: 8, prev: Some(h(7, "b")), hash: h(8, "b"), created: t(110) };
+        assert_eq!(delivered(ch.receive(&next, 8, true)), vec![8]);
+    }
+
+    #[test]
+    fn restored_notice_rebases_but_never_lifts_a_fork() {
+        let c = chain(3, "a");
+        let mut ch = Inbound::new();
+        for m in &c {
+            delivered(ch.receive(m, m.seq, true));
+        }
+        let notice = Meta { seq: 1_791_417_600_000, prev: Some(h(1, "a")), hash: h(99, "n"), created: t(100) };
+        assert_eq!(ch.on_restored(&notice, t(100)), RestoredDecision::Rebased);
+        assert_eq!(ch.on_restored(&notice, t(100)), RestoredDecision::Replay);
+        // Envelopes not newer than the notice are replays of the old chain.
+        let old = Meta { seq: 4, prev: Some(h(3, "a")), hash: h(4, "a"), created: t(40) };
+        assert_eq!(ch.receive(&old, 4, true), Decision::Duplicate);
+        let next = Meta { seq: notice.seq + 1, prev: Some(notice.hash.clone()), hash: h(100, "n"), created: t(110) };
+        assert_eq!(delivered(ch.receive(&next, 0, true)), vec![0]);
+
+        let mut forked: Inbound<u64> = Inbound::new();
+        delivered(forked.receive(&c[0], 1, true));
+        let f = Meta { seq: 1, prev: None, hash: h(1, "z"), created: t(15) };
+        assert!(matches!(forked.receive(&f, 1, true), Decision::Forked(_)));
+        assert_eq!(forked.on_restored(&notice, t(100)), RestoredDecision::Refused);
+    }
+
+    #[test]
+    fn restored_notices_rate_limited_per_day() {
+        let mut ch: Inbound<u64> = Inbound::new();
+        for i in 0..RESTORED_MAX_PER_DAY as i64 {
+            let n = Meta { seq: 10 + i as u64, prev: None, hash: h(50 + i as u64, "n"), created: t(100 + i) };
+            assert_eq!(ch.on_restored(&n, t(100 + i)), RestoredDecision::Rebased);
+        }
+        let n = Meta { seq: 99, prev: None, hash: h(99, "n"), created: t(200) };
+        assert_eq!(ch.on_restored(&n, t(200)), RestoredDecision::RateLimited);
+        assert_eq!(ch.on_restored(&n, t(200 + 86400)), RestoredDecision::Rebased, "a day later it is allowed");
+    }
+
+    #[test]
+    fn outbound_restore_ack_and_resend() {
+        let mut out = Outbound::new();
+        let a = crate::AgentKey::from_seed([1; 32]);
+        let b = crate::AgentKey::from_seed([2; 32]);
+        let mut prev: Option<String> = None;
+        for seq in 1..=3u64 {
+            let p = crate::envelope::SealParams {
+                from: &a,
+                to: b.id(),
+                seq,
+                prev: prev.as_deref(),
+                created: t(seq as i64),
+                ttl: "48h",
+                ephemeral: [seq as u8; 32],
+                nonce: [1; 12],
+            };
+            let env = crate::envelope::seal(&json!({"type": "x"}), &p).unwrap();
+            let (hd, _) = crate::envelope::verify(&crate::canon::to_vec(&env).unwrap(), t(10)).unwrap();
+            out.record(&hd, env);
+            prev = Some(hd.hash);
+        }
+        assert_eq!(out.next().0, 4);
+        assert_eq!(out.resend(2, 3).len(), 2);
+        let (ack, resent) = out.ack(&h(1, "n"), 1, t(50));
+        assert_eq!(resent.len(), 2);
+        assert_eq!(ack["from_seq"], 2);
+        assert_eq!(ack["floor"], "2026-10-08T00:00:01.999Z");
+        let notice = out.restore(t(1000), 5, None);
+        assert!(out.next().0 >= 1_791_417_600_000, "epoch jumps to restore time in ms");
+        assert_eq!(notice["in_seq"], 5);
+    }
+
+    #[test]
+    fn restored_ack_taken_once_and_moves_head_forward_only() {
+        let mut out = Outbound::new();
+        out.record_notice(&h(1, "n"));
+        let ack = RestoredAck { notice: h(1, "n"), from_seq: 9, prev: Some(h(8, "p")), floor: t(70) };
+        assert!(out.take_ack(&ack));
+        assert!(!out.take_ack(&ack), "once");
+        let mut inb: Inbound<u64> = Inbound::new();
+        inb.on_restored_ack(&ack);
+        assert_eq!(inb.head(), Some((8, h(8, "p").as_str())));
+        let replay = Meta { seq: 9, prev: Some(h(8, "p")), hash: h(9, "p"), created: t(60) };
+        assert_eq!(inb.receive(&replay, 9, true), Decision::Duplicate, "not newer than floor");
+        let fresh = Meta { seq: 9, prev: Some(h(8, "p")), hash: h(9, "q"), created: t(80) };
+        assert_eq!(delivered(inb.receive(&fresh, 9, true)), vec![9]);
+        let behind = RestoredAck { notice: h(1, "n"), from_seq: 3, prev: Some(h(2, "p")), floor: t(10) };
+        inb.on_restored_ack(&behind);
+        assert_eq!(inb.head().unwrap().0, 9, "never backwards");
+    }
+
+    #[test]
+    fn resend_shape() {
+        assert_eq!(parse_resend(&resend_payload(2, 5)).unwrap(), (2, 5));
+        for bad in [
+            json!({"type": "rdv/resend", "from_seq": 5, "to_seq": 2}),
+            json!({"type": "rdv/resend", "from_seq": 0, "to_seq": 2}),
+            json!({"type": "rdv/resend", "from_seq": 1, "to_seq": 65}),
+            json!({"type": "rdv/resend", "from_seq": 1, "to_seq": 2, "x": 1}),
+        ] {
+            assert!(parse_resend(&bad).is_err(), "{bad} accepted");
+        }
+    }
+}
