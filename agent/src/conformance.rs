@@ -40,7 +40,9 @@ pub fn run(cmd: &ProtoCommand, stdin: &[u8], ctx: &mut Ctx<'_>) -> Result<Vec<u8
         ProtoCommand::Open(a) => open(a, stdin, ctx),
         ProtoCommand::NostrEvent(a) => nostr_event(a, stdin, ctx),
         ProtoCommand::NostrVerify => nostr_verify(stdin),
-        ProtoCommand::Vectors(_) => Err(Error::Input("vectors writes files; run it through the binary".into())),
+        ProtoCommand::Vectors(_) => Err(Error::Input(
+            "vectors writes files; run it through the binary".into(),
+        )),
     }
 }
 
@@ -86,7 +88,9 @@ fn topic(a: &TopicArgs) -> Result<Vec<u8>> {
             json_line(&json!({"canon": addr.canon(), "dtopic": addr.dtopic()}))
         }
         (None, Some(id)) => json_line(&json!({"idtopic": idtopic(&AgentId::parse(id)?)})),
-        _ => Err(Error::Input("give exactly one of --address and --id".into())),
+        _ => Err(Error::Input(
+            "give exactly one of --address and --id".into(),
+        )),
     }
 }
 
@@ -132,10 +136,14 @@ fn nostr_event(a: &NostrEventArgs, stdin: &[u8], ctx: &mut Ctx<'_>) -> Result<Ve
     let carrier = key.nostr_keys()?;
     let mut aux = [0u8; 32];
     ctx.rng.fill_bytes(&mut aux);
-    let now_secs = u64::try_from(ctx.now.unix_timestamp()).map_err(|_| Error::Input("clock before 1970".into()))?;
+    let now_secs = u64::try_from(ctx.now.unix_timestamp())
+        .map_err(|_| Error::Input("clock before 1970".into()))?;
     let doc = read_json(stdin)?;
     let ev = if a.card {
-        let topic = a.topic.as_deref().ok_or_else(|| Error::Input("--card needs --topic".into()))?;
+        let topic = a
+            .topic
+            .as_deref()
+            .ok_or_else(|| Error::Input("--card needs --topic".into()))?;
         if canon::to_vec(&doc)?.len() > CARD_MAX_BYTES {
             return Err(Error::Input("card over 16 KiB".into()));
         }
@@ -143,18 +151,23 @@ fn nostr_event(a: &NostrEventArgs, stdin: &[u8], ctx: &mut Ctx<'_>) -> Result<Ve
         let created_at = match a.created_at {
             Some(t) => t,
             None => {
-                let created = doc.get("created").and_then(Value::as_str).unwrap_or_default();
+                let created = doc
+                    .get("created")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let created = parse_time("card.created", created)?.unix_timestamp();
                 now_secs.max(u64::try_from(created).unwrap_or(0))
             }
         };
         nostr_event::card_event(&doc, topic, &carrier, created_at, aux)?
     } else {
-        envelope::verify_value(&doc, ctx.now).map(|_| ()).or_else(|e| match e {
-            // Wrapping an old envelope for a vector is fine; only its form matters.
-            rdv_proto::Error::Expired | rdv_proto::Error::FromFuture(_) => Ok(()),
-            e => Err(e),
-        })?;
+        envelope::verify_value(&doc, ctx.now)
+            .map(|_| ())
+            .or_else(|e| match e {
+                // Wrapping an old envelope for a vector is fine; only its form matters.
+                rdv_proto::Error::Expired | rdv_proto::Error::FromFuture(_) => Ok(()),
+                e => Err(e),
+            })?;
         nostr_event::envelope_event(&doc, &carrier, a.created_at.unwrap_or(now_secs), aux)?
     };
     json_line(&canon::parse(ev.as_json().as_bytes(), STDIN_MAX_BYTES)?)

@@ -19,7 +19,10 @@ fn proto(cmd: &ProtoCommand) -> ExitCode {
         ProtoCommand::Vectors(a) => write_vectors(&a.out).map(|()| Vec::new()),
         _ => read_stdin(cmd).and_then(|stdin| {
             let mut rng = rand_core::OsRng;
-            let mut ctx = Ctx { now: time::OffsetDateTime::now_utc(), rng: &mut rng };
+            let mut ctx = Ctx {
+                now: time::OffsetDateTime::now_utc(),
+                rng: &mut rng,
+            };
             conformance::run(cmd, &stdin, &mut ctx).map_err(|e| e.to_string())
         }),
     };

@@ -45,6 +45,21 @@ pub fn to_vec(v: &Value) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The canonical bytes of an object without its top-level member `skip`:
+/// the signing input of a signed document, without cloning it (§4.6).
+pub fn to_vec_without(m: &Map<String, Value>, skip: &str) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    write_object(m, &mut out, 1, Some(skip))?;
+    Ok(out)
+}
+
+/// The canonical bytes of an object, without wrapping it in a `Value`.
+pub fn to_vec_map(m: &Map<String, Value>) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    write_object(m, &mut out, 1, None)?;
+    Ok(out)
+}
+
 /// The canonical form as a `String`.
 pub fn to_string(v: &Value) -> Result<String> {
     // Only valid UTF-8 is ever written.
@@ -95,33 +110,50 @@ fn write_value(v: &Value, out: &mut Vec<u8>, depth: usize) -> Result<()> {
             }
             out.push(b']');
         }
-        Value::Object(m) => {
-            if depth > CANON_MAX_DEPTH {
-                return Err(Error::Json("nesting too deep".into()));
-            }
-            let mut keys: Vec<&String> = m.keys().collect();
-            // RFC 8785 §3.2.3: sort by UTF-16 code units, not code points.
-            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-            out.push(b'{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(k, out);
-                out.push(b':');
-                write_value(&m[k], out, depth + 1)?;
-            }
-            out.push(b'}');
-        }
+        Value::Object(m) => write_object(m, out, depth, None)?,
     }
     Ok(())
 }
 
-/// RFC 8785 §3.2.2.2: escape only `"`, `\` and C0 controls.
+fn write_object(
+    m: &Map<String, Value>,
+    out: &mut Vec<u8>,
+    depth: usize,
+    skip: Option<&str>,
+) -> Result<()> {
+    if depth > CANON_MAX_DEPTH {
+        return Err(Error::Json("nesting too deep".into()));
+    }
+    let mut keys: Vec<&String> = m.keys().filter(|k| Some(k.as_str()) != skip).collect();
+    // RFC 8785 §3.2.3: sort by UTF-16 code units, not code points.
+    keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+    out.push(b'{');
+    for (i, k) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(k, out);
+        out.push(b':');
+        write_value(&m[k], out, depth + 1)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// RFC 8785 §3.2.2.2: escape only `"`, `\` and C0 controls. Runs that need
+/// no escaping are copied whole.
 fn write_string(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
-    for &b in s.as_bytes() {
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        start = i + 1;
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -130,14 +162,14 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
             0x0a => out.extend_from_slice(b"\\n"),
             0x0c => out.extend_from_slice(b"\\f"),
             0x0d => out.extend_from_slice(b"\\r"),
-            0x00..=0x1f => {
+            _ => {
                 out.extend_from_slice(b"\\u00");
                 out.push(HEX[(b >> 4) as usize]);
                 out.push(HEX[(b & 15) as usize]);
             }
-            _ => out.push(b),
         }
     }
+    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde_json::{Value, json};
 
 use crate::consts::{
-    CHANNEL_MAX_BUFFERED_PEERS, CHANNEL_MAX_BUFFERED_PER_PEER, CHANNEL_OUTBOX, CHANNEL_RECENT_HASHES,
-    RESTORED_MAX_PER_DAY,
+    CHANNEL_MAX_BUFFERED_PEERS, CHANNEL_MAX_BUFFERED_PER_PEER, CHANNEL_OUTBOX,
+    CHANNEL_RECENT_HASHES, RESTORED_MAX_PER_DAY,
 };
 use crate::doc::obj::Obj;
 use crate::envelope::Header;
@@ -32,7 +32,12 @@ pub struct Meta {
 
 impl From<&Header> for Meta {
     fn from(h: &Header) -> Self {
-        Self { seq: h.seq, prev: h.prev.clone(), hash: h.hash.clone(), created: h.created }
+        Self {
+            seq: h.seq,
+            prev: h.prev.clone(),
+            hash: h.hash.clone(),
+            created: h.created,
+        }
     }
 }
 
@@ -81,7 +86,10 @@ pub enum Decision<T> {
     /// Held until the gap closes; ask the sender to resend `resend` (inclusive).
     Buffered { resend: Option<(u64, u64)> },
     /// Dropped; ask for `resend` if set.
-    Dropped { reason: Drop, resend: Option<(u64, u64)> },
+    Dropped {
+        reason: Drop,
+        resend: Option<(u64, u64)>,
+    },
     /// The sender forked its chain: tell the human; refused until re-sync.
     Forked(Fork),
     /// The chain is refused after an earlier fork (the human was told then).
@@ -157,7 +165,11 @@ impl<T> Inbound<T> {
 
     /// The fork that refused this chain, until the human re-syncs.
     pub fn refused(&self) -> Option<&Fork> {
-        if self.state == State::Forked { self.fork.as_ref() } else { None }
+        if self.state == State::Forked {
+            self.fork.as_ref()
+        } else {
+            None
+        }
     }
 
     pub fn buffered(&self) -> usize {
@@ -237,13 +249,25 @@ impl<T> Inbound<T> {
             }
             return self.refuse(Fork::SeqReused { seq: m.seq });
         }
-        let lowest = self.buffer.keys().next().copied().unwrap_or(m.seq).min(m.seq);
+        let lowest = self
+            .buffer
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(m.seq)
+            .min(m.seq);
         let resend = Some((expect, lowest - 1));
         if !buffering {
-            return Decision::Dropped { reason: Drop::NotBuffered, resend: Some((expect, m.seq - 1)) };
+            return Decision::Dropped {
+                reason: Drop::NotBuffered,
+                resend: Some((expect, m.seq - 1)),
+            };
         }
         if self.buffer.len() >= CHANNEL_MAX_BUFFERED_PER_PEER {
-            return Decision::Dropped { reason: Drop::BufferFull, resend };
+            return Decision::Dropped {
+                reason: Drop::BufferFull,
+                resend,
+            };
         }
         self.buffer.insert(m.seq, (m.clone(), item));
         Decision::Buffered { resend }
@@ -252,10 +276,17 @@ impl<T> Inbound<T> {
     fn drain(&mut self, mut items: Vec<T>) -> Decision<T> {
         loop {
             let (expect, prev) = self.expected();
-            let Some((m, _)) = self.buffer.get(&expect) else { break };
+            let Some((m, _)) = self.buffer.get(&expect) else {
+                break;
+            };
             if m.prev.as_deref() != prev {
-                let Decision::Forked(f) = self.refuse(Fork::PrevMismatch { seq: expect }) else { break };
-                return Decision::Deliver { items, fork: Some(f) };
+                let Decision::Forked(f) = self.refuse(Fork::PrevMismatch { seq: expect }) else {
+                    break;
+                };
+                return Decision::Deliver {
+                    items,
+                    fork: Some(f),
+                };
             }
             if let Some((m, item)) = self.buffer.remove(&expect) {
                 self.advance(&m);
@@ -283,7 +314,9 @@ impl<T> Inbound<T> {
             // A notice never lifts a refusal, perhaps from the very copy that forked.
             return RestoredDecision::Refused;
         }
-        if self.recent.iter().any(|(_, h)| *h == m.hash) || self.newest.is_some_and(|n| m.created <= n) {
+        if self.recent.iter().any(|(_, h)| *h == m.hash)
+            || self.newest.is_some_and(|n| m.created <= n)
+        {
             return RestoredDecision::Replay;
         }
         let day_ago = now - time::Duration::days(1);
@@ -365,7 +398,10 @@ pub struct Outbound {
 
 impl Outbound {
     pub fn new() -> Self {
-        Self { next_seq: 1, ..Self::default() }
+        Self {
+            next_seq: 1,
+            ..Self::default()
+        }
     }
 
     /// (seq, prev) for the next envelope.
@@ -378,7 +414,12 @@ impl Outbound {
     pub fn record(&mut self, header: &Header, envelope: Value) {
         self.next_seq = header.seq + 1;
         self.prev = Some(header.hash.clone());
-        self.outbox.push_back(Sent { seq: header.seq, prev: header.prev.clone(), created: header.created, envelope });
+        self.outbox.push_back(Sent {
+            seq: header.seq,
+            prev: header.prev.clone(),
+            created: header.created,
+            envelope,
+        });
         while self.outbox.len() > CHANNEL_OUTBOX {
             self.outbox.pop_front();
         }
@@ -391,12 +432,21 @@ impl Outbound {
 
     /// Answers `rdv/resend`: what the outbox still holds of the range.
     pub fn resend(&self, from: u64, to: u64) -> Vec<&Value> {
-        self.outbox.iter().filter(|s| s.seq >= from && s.seq <= to).map(|s| &s.envelope).collect()
+        self.outbox
+            .iter()
+            .filter(|s| s.seq >= from && s.seq <= to)
+            .map(|s| &s.envelope)
+            .collect()
     }
 
     /// §6.4.1, the restored side: the outbound epoch jumps to at least the
     /// restore time in milliseconds, and the notice to send first.
-    pub fn restore(&mut self, restore_time: Instant, in_seq: u64, backup_created: Option<Instant>) -> Value {
+    pub fn restore(
+        &mut self,
+        restore_time: Instant,
+        in_seq: u64,
+        backup_created: Option<Instant>,
+    ) -> Value {
         let ms = (restore_time.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
         self.next_seq = self.next_seq.max(ms);
         json!({
@@ -410,7 +460,11 @@ impl Outbound {
     pub fn ack(&self, notice: &str, in_seq: u64, now: Instant) -> (Value, Vec<&Value>) {
         let held: Vec<&Sent> = self.outbox.iter().filter(|s| s.seq > in_seq).collect();
         let (from_seq, prev, floor) = match held.first() {
-            Some(s) => (s.seq, s.prev.clone(), s.created - time::Duration::milliseconds(1)),
+            Some(s) => (
+                s.seq,
+                s.prev.clone(),
+                s.created - time::Duration::milliseconds(1),
+            ),
             None => (self.next().0, self.prev.clone(), now),
         };
         let ack = json!({
@@ -450,7 +504,10 @@ pub fn parse_resend(v: &Value) -> Result<(u64, u64)> {
     let to = o.positive("to_seq")? as u64;
     o.deny_unknown()?;
     if to < from || to - from >= CHANNEL_OUTBOX as u64 {
-        return Err(Error::shape("resend", "need from_seq ≤ to_seq, at most 64 apart"));
+        return Err(Error::shape(
+            "resend",
+            "need from_seq ≤ to_seq, at most 64 apart",
+        ));
     }
     Ok((from, to))
 }
@@ -464,7 +521,9 @@ pub struct Channels<T> {
 
 impl<T> Default for Channels<T> {
     fn default() -> Self {
-        Self { peers: HashMap::new() }
+        Self {
+            peers: HashMap::new(),
+        }
     }
 }
 
@@ -483,7 +542,9 @@ impl<T> Channels<T> {
 
     /// Starts keeping state for a sender just admitted, anchored at `first`.
     pub fn admit(&mut self, from: AgentId, first: Option<&Meta>) {
-        self.peers.entry(from).or_insert_with(|| first.map_or_else(Inbound::new, Inbound::anchored));
+        self.peers
+            .entry(from)
+            .or_insert_with(|| first.map_or_else(Inbound::new, Inbound::anchored));
     }
 
     /// Forgets a sender (revoked, blocked, left every group).
@@ -502,18 +563,35 @@ impl<T> Channels<T> {
 
     /// Feeds one envelope. A [`Admission::Stranger`] keeps no state: its
     /// envelope is delivered alone, whatever its seq (§6.4).
-    pub fn receive(&mut self, from: &AgentId, admission: Admission, m: &Meta, item: T) -> Decision<T> {
+    pub fn receive(
+        &mut self,
+        from: &AgentId,
+        admission: Admission,
+        m: &Meta,
+        item: T,
+    ) -> Decision<T> {
         if admission == Admission::Stranger && !self.peers.contains_key(from) {
-            return Decision::Deliver { items: vec![item], fork: None };
+            return Decision::Deliver {
+                items: vec![item],
+                fork: None,
+            };
         }
-        let others_buffering = self.peers.iter().filter(|(id, c)| *id != from && c.buffered() > 0).count();
+        let others_buffering = self
+            .peers
+            .iter()
+            .filter(|(id, c)| *id != from && c.buffered() > 0)
+            .count();
         let chan = self.peers.entry(from.clone()).or_default();
         let may_buffer = admission == Admission::Buffered;
         let room = chan.buffered() > 0 || others_buffering < CHANNEL_MAX_BUFFERED_PEERS;
         match chan.receive(m, item, may_buffer && room) {
-            Decision::Dropped { reason: Drop::NotBuffered, resend } if may_buffer => {
-                Decision::Dropped { reason: Drop::TooManyPeers, resend }
-            }
+            Decision::Dropped {
+                reason: Drop::NotBuffered,
+                resend,
+            } if may_buffer => Decision::Dropped {
+                reason: Drop::TooManyPeers,
+                resend,
+            },
             d => d,
         }
     }
@@ -558,7 +636,11 @@ mod tests {
         for m in &c {
             assert_eq!(delivered(ch.receive(m, m.seq, true)), vec![m.seq]);
         }
-        assert_eq!(ch.receive(&c[1], 2, true), Decision::Duplicate, "relay replay dropped silently");
+        assert_eq!(
+            ch.receive(&c[1], 2, true),
+            Decision::Duplicate,
+            "relay replay dropped silently"
+        );
         assert_eq!(ch.head().unwrap().0, 3);
     }
 
@@ -567,9 +649,24 @@ mod tests {
         let c = chain(5, "a");
         let mut ch = Inbound::new();
         delivered(ch.receive(&c[0], 1, true));
-        assert_eq!(ch.receive(&c[3], 4, true), Decision::Buffered { resend: Some((2, 3)) });
-        assert_eq!(ch.receive(&c[4], 5, true), Decision::Buffered { resend: Some((2, 3)) });
-        assert_eq!(ch.receive(&c[2], 3, true), Decision::Buffered { resend: Some((2, 2)) });
+        assert_eq!(
+            ch.receive(&c[3], 4, true),
+            Decision::Buffered {
+                resend: Some((2, 3))
+            }
+        );
+        assert_eq!(
+            ch.receive(&c[4], 5, true),
+            Decision::Buffered {
+                resend: Some((2, 3))
+            }
+        );
+        assert_eq!(
+            ch.receive(&c[2], 3, true),
+            Decision::Buffered {
+                resend: Some((2, 2))
+            }
+        );
         assert_eq!(delivered(ch.receive(&c[1], 2, true)), vec![2, 3, 4, 5]);
         assert_eq!(ch.buffered(), 0);
     }
@@ -579,10 +676,19 @@ mod tests {
         let c = chain(CHANNEL_MAX_BUFFERED_PER_PEER as u64 + 3, "a");
         let mut ch = Inbound::new();
         for m in &c[2..2 + CHANNEL_MAX_BUFFERED_PER_PEER] {
-            assert!(matches!(ch.receive(m, m.seq, true), Decision::Buffered { .. }));
+            assert!(matches!(
+                ch.receive(m, m.seq, true),
+                Decision::Buffered { .. }
+            ));
         }
         let last = &c[2 + CHANNEL_MAX_BUFFERED_PER_PEER];
-        assert!(matches!(ch.receive(last, last.seq, true), Decision::Dropped { reason: Drop::BufferFull, .. }));
+        assert!(matches!(
+            ch.receive(last, last.seq, true),
+            Decision::Dropped {
+                reason: Drop::BufferFull,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -591,15 +697,24 @@ mod tests {
         let c = chain(3, "a");
         for i in 0..CHANNEL_MAX_BUFFERED_PEERS as u8 {
             let id = crate::AgentKey::from_seed([i; 32]).id().clone();
-            assert!(matches!(chans.receive(&id, Admission::Buffered, &c[2], 3), Decision::Buffered { .. }));
+            assert!(matches!(
+                chans.receive(&id, Admission::Buffered, &c[2], 3),
+                Decision::Buffered { .. }
+            ));
         }
         let extra = crate::AgentKey::from_seed([200; 32]).id().clone();
         assert!(matches!(
             chans.receive(&extra, Admission::Buffered, &c[2], 3),
-            Decision::Dropped { reason: Drop::TooManyPeers, .. }
+            Decision::Dropped {
+                reason: Drop::TooManyPeers,
+                ..
+            }
         ));
         // In-order envelopes from that peer still flow.
-        assert_eq!(delivered(chans.receive(&extra, Admission::Buffered, &c[0], 1)), vec![1]);
+        assert_eq!(
+            delivered(chans.receive(&extra, Admission::Buffered, &c[0], 1)),
+            vec![1]
+        );
     }
 
     #[test]
@@ -609,7 +724,10 @@ mod tests {
         let c = chain(3, "a");
         assert_eq!(
             chans.receive(&id, Admission::Tracked, &c[2], 3),
-            Decision::Dropped { reason: Drop::NotBuffered, resend: Some((1, 2)) }
+            Decision::Dropped {
+                reason: Drop::NotBuffered,
+                resend: Some((1, 2))
+            }
         );
     }
 
@@ -621,7 +739,10 @@ mod tests {
             let mut seed = [0u8; 32];
             seed[..2].copy_from_slice(&i.to_be_bytes());
             let id = crate::AgentKey::from_seed(seed).id().clone();
-            assert_eq!(delivered(chans.receive(&id, Admission::Stranger, &c[8], 9)), vec![9]);
+            assert_eq!(
+                delivered(chans.receive(&id, Admission::Stranger, &c[8], 9)),
+                vec![9]
+            );
         }
         assert!(chans.is_empty(), "no state per unknown sender");
     }
@@ -636,9 +757,21 @@ mod tests {
         }
         let mut forked = alt[1].clone();
         forked.prev = Some(h(1, "a"));
-        assert_eq!(ch.receive(&forked, 2, true), Decision::Forked(Fork::SeqReused { seq: 2 }));
-        let next = Meta { seq: 4, prev: Some(h(3, "a")), hash: h(4, "a"), created: t(40) };
-        assert_eq!(ch.receive(&next, 4, true), Decision::Refused, "not accepted on its own");
+        assert_eq!(
+            ch.receive(&forked, 2, true),
+            Decision::Forked(Fork::SeqReused { seq: 2 })
+        );
+        let next = Meta {
+            seq: 4,
+            prev: Some(h(3, "a")),
+            hash: h(4, "a"),
+            created: t(40),
+        };
+        assert_eq!(
+            ch.receive(&next, 4, true),
+            Decision::Refused,
+            "not accepted on its own"
+        );
         assert!(ch.refused().is_some());
     }
 
@@ -647,8 +780,16 @@ mod tests {
         let c = chain(2, "a");
         let mut ch = Inbound::new();
         delivered(ch.receive(&c[0], 1, true));
-        let bad = Meta { seq: 2, prev: Some(h(9, "x")), hash: h(2, "x"), created: t(20) };
-        assert_eq!(ch.receive(&bad, 2, true), Decision::Forked(Fork::PrevMismatch { seq: 2 }));
+        let bad = Meta {
+            seq: 2,
+            prev: Some(h(9, "x")),
+            hash: h(2, "x"),
+            created: t(20),
+        };
+        assert_eq!(
+            ch.receive(&bad, 2, true),
+            Decision::Forked(Fork::PrevMismatch { seq: 2 })
+        );
     }
 
     #[test]
@@ -659,10 +800,27 @@ mod tests {
             delivered(ch.receive(m, m.seq, true));
         }
         // seq 2 is below the 8-hash window.
-        let old = Meta { seq: 2, prev: Some(h(1, "a")), hash: h(2, "old"), created: t(5) };
-        assert_eq!(ch.receive(&old, 2, true), Decision::Duplicate, "indistinguishable from a replay");
-        let newer = Meta { seq: 2, prev: Some(h(1, "a")), hash: h(2, "new"), created: t(500) };
-        assert_eq!(ch.receive(&newer, 2, true), Decision::Forked(Fork::SeqReused { seq: 2 }));
+        let old = Meta {
+            seq: 2,
+            prev: Some(h(1, "a")),
+            hash: h(2, "old"),
+            created: t(5),
+        };
+        assert_eq!(
+            ch.receive(&old, 2, true),
+            Decision::Duplicate,
+            "indistinguishable from a replay"
+        );
+        let newer = Meta {
+            seq: 2,
+            prev: Some(h(1, "a")),
+            hash: h(2, "new"),
+            created: t(500),
+        };
+        assert_eq!(
+            ch.receive(&newer, 2, true),
+            Decision::Forked(Fork::SeqReused { seq: 2 })
+        );
     }
 
     #[test]
@@ -672,20 +830,45 @@ mod tests {
         for m in &c {
             delivered(ch.receive(m, m.seq, true));
         }
-        let fork = Meta { seq: 2, prev: Some(h(1, "a")), hash: h(2, "b"), created: t(25) };
+        let fork = Meta {
+            seq: 2,
+            prev: Some(h(1, "a")),
+            hash: h(2, "b"),
+            created: t(25),
+        };
         assert!(matches!(ch.receive(&fork, 2, true), Decision::Forked(_)));
         ch.human_resync();
         // A replay of the old chain is never newer: a duplicate.
-        let old_replay = Meta { seq: 2, prev: Some(h(1, "b")), hash: h(2, "zz"), created: t(30) };
+        let old_replay = Meta {
+            seq: 2,
+            prev: Some(h(1, "b")),
+            hash: h(2, "zz"),
+            created: t(30),
+        };
         assert_eq!(ch.receive(&old_replay, 2, true), Decision::Duplicate);
         // The next newer envelope becomes the head, whatever its seq or prev.
-        let newer = Meta { seq: 7, prev: Some(h(6, "b")), hash: h(7, "b"), created: t(100) };
+        let newer = Meta {
+            seq: 7,
+            prev: Some(h(6, "b")),
+            hash: h(7, "b"),
+            created: t(100),
+        };
         assert_eq!(delivered(ch.receive(&newer, 7, true)), vec![7]);
         assert_eq!(ch.head().unwrap().0, 7);
         // Anything not newer than the old chain's newest stays a duplicate.
-        let stale = Meta { seq: 8, prev: Some(h(7, "b")), hash: h(8, "q"), created: t(30) };
+        let stale = Meta {
+            seq: 8,
+            prev: Some(h(7, "b")),
+            hash: h(8, "q"),
+            created: t(30),
+        };
         assert_eq!(ch.receive(&stale, 8, true), Decision::Duplicate);
-        let next = Meta { seq: 8, prev: Some(h(7, "b")), hash: h(8, "b"), created: t(110) };
+        let next = Meta {
+            seq: 8,
+            prev: Some(h(7, "b")),
+            hash: h(8, "b"),
+            created: t(110),
+        };
         assert_eq!(delivered(ch.receive(&next, 8, true)), vec![8]);
     }
 
@@ -696,32 +879,69 @@ mod tests {
         for m in &c {
             delivered(ch.receive(m, m.seq, true));
         }
-        let notice = Meta { seq: 1_791_417_600_000, prev: Some(h(1, "a")), hash: h(99, "n"), created: t(100) };
+        let notice = Meta {
+            seq: 1_791_417_600_000,
+            prev: Some(h(1, "a")),
+            hash: h(99, "n"),
+            created: t(100),
+        };
         assert_eq!(ch.on_restored(&notice, t(100)), RestoredDecision::Rebased);
         assert_eq!(ch.on_restored(&notice, t(100)), RestoredDecision::Replay);
         // Envelopes not newer than the notice are replays of the old chain.
-        let old = Meta { seq: 4, prev: Some(h(3, "a")), hash: h(4, "a"), created: t(40) };
+        let old = Meta {
+            seq: 4,
+            prev: Some(h(3, "a")),
+            hash: h(4, "a"),
+            created: t(40),
+        };
         assert_eq!(ch.receive(&old, 4, true), Decision::Duplicate);
-        let next = Meta { seq: notice.seq + 1, prev: Some(notice.hash.clone()), hash: h(100, "n"), created: t(110) };
+        let next = Meta {
+            seq: notice.seq + 1,
+            prev: Some(notice.hash.clone()),
+            hash: h(100, "n"),
+            created: t(110),
+        };
         assert_eq!(delivered(ch.receive(&next, 0, true)), vec![0]);
 
         let mut forked: Inbound<u64> = Inbound::new();
         delivered(forked.receive(&c[0], 1, true));
-        let f = Meta { seq: 1, prev: None, hash: h(1, "z"), created: t(15) };
+        let f = Meta {
+            seq: 1,
+            prev: None,
+            hash: h(1, "z"),
+            created: t(15),
+        };
         assert!(matches!(forked.receive(&f, 1, true), Decision::Forked(_)));
-        assert_eq!(forked.on_restored(&notice, t(100)), RestoredDecision::Refused);
+        assert_eq!(
+            forked.on_restored(&notice, t(100)),
+            RestoredDecision::Refused
+        );
     }
 
     #[test]
     fn restored_notices_rate_limited_per_day() {
         let mut ch: Inbound<u64> = Inbound::new();
         for i in 0..RESTORED_MAX_PER_DAY as i64 {
-            let n = Meta { seq: 10 + i as u64, prev: None, hash: h(50 + i as u64, "n"), created: t(100 + i) };
+            let n = Meta {
+                seq: 10 + i as u64,
+                prev: None,
+                hash: h(50 + i as u64, "n"),
+                created: t(100 + i),
+            };
             assert_eq!(ch.on_restored(&n, t(100 + i)), RestoredDecision::Rebased);
         }
-        let n = Meta { seq: 99, prev: None, hash: h(99, "n"), created: t(200) };
+        let n = Meta {
+            seq: 99,
+            prev: None,
+            hash: h(99, "n"),
+            created: t(200),
+        };
         assert_eq!(ch.on_restored(&n, t(200)), RestoredDecision::RateLimited);
-        assert_eq!(ch.on_restored(&n, t(200 + 86400)), RestoredDecision::Rebased, "a day later it is allowed");
+        assert_eq!(
+            ch.on_restored(&n, t(200 + 86400)),
+            RestoredDecision::Rebased,
+            "a day later it is allowed"
+        );
     }
 
     #[test]
@@ -742,7 +962,8 @@ mod tests {
                 nonce: [1; 12],
             };
             let env = crate::envelope::seal(&json!({"type": "x"}), &p).unwrap();
-            let (hd, _) = crate::envelope::verify(&crate::canon::to_vec(&env).unwrap(), t(10)).unwrap();
+            let (hd, _) =
+                crate::envelope::verify(&crate::canon::to_vec(&env).unwrap(), t(10)).unwrap();
             out.record(&hd, env);
             prev = Some(hd.hash);
         }
@@ -753,7 +974,10 @@ mod tests {
         assert_eq!(ack["from_seq"], 2);
         assert_eq!(ack["floor"], "2026-10-08T00:00:01.999Z");
         let notice = out.restore(t(1000), 5, None);
-        assert!(out.next().0 >= 1_791_417_600_000, "epoch jumps to restore time in ms");
+        assert!(
+            out.next().0 >= 1_791_417_600_000,
+            "epoch jumps to restore time in ms"
+        );
         assert_eq!(notice["in_seq"], 5);
     }
 
@@ -761,17 +985,41 @@ mod tests {
     fn restored_ack_taken_once_and_moves_head_forward_only() {
         let mut out = Outbound::new();
         out.record_notice(&h(1, "n"));
-        let ack = RestoredAck { notice: h(1, "n"), from_seq: 9, prev: Some(h(8, "p")), floor: t(70) };
+        let ack = RestoredAck {
+            notice: h(1, "n"),
+            from_seq: 9,
+            prev: Some(h(8, "p")),
+            floor: t(70),
+        };
         assert!(out.take_ack(&ack));
         assert!(!out.take_ack(&ack), "once");
         let mut inb: Inbound<u64> = Inbound::new();
         inb.on_restored_ack(&ack);
         assert_eq!(inb.head(), Some((8, h(8, "p").as_str())));
-        let replay = Meta { seq: 9, prev: Some(h(8, "p")), hash: h(9, "p"), created: t(60) };
-        assert_eq!(inb.receive(&replay, 9, true), Decision::Duplicate, "not newer than floor");
-        let fresh = Meta { seq: 9, prev: Some(h(8, "p")), hash: h(9, "q"), created: t(80) };
+        let replay = Meta {
+            seq: 9,
+            prev: Some(h(8, "p")),
+            hash: h(9, "p"),
+            created: t(60),
+        };
+        assert_eq!(
+            inb.receive(&replay, 9, true),
+            Decision::Duplicate,
+            "not newer than floor"
+        );
+        let fresh = Meta {
+            seq: 9,
+            prev: Some(h(8, "p")),
+            hash: h(9, "q"),
+            created: t(80),
+        };
         assert_eq!(delivered(inb.receive(&fresh, 9, true)), vec![9]);
-        let behind = RestoredAck { notice: h(1, "n"), from_seq: 3, prev: Some(h(2, "p")), floor: t(10) };
+        let behind = RestoredAck {
+            notice: h(1, "n"),
+            from_seq: 3,
+            prev: Some(h(2, "p")),
+            floor: t(10),
+        };
         inb.on_restored_ack(&behind);
         assert_eq!(inb.head().unwrap().0, 9, "never backwards");
     }

@@ -15,8 +15,9 @@ use zeroize::Zeroizing;
 
 use crate::canon;
 use crate::consts::{
-    ENVELOPE_ALG, ENVELOPE_DEFAULT_TTL, ENVELOPE_HKDF_INFO, ENVELOPE_MAX_AHEAD_SECS, ENVELOPE_MAX_BYTES,
-    ENVELOPE_MAX_CIPHERTEXT, ENVELOPE_MAX_CIPHERTEXT_B64, ENVELOPE_MAX_PLAINTEXT,
+    ENVELOPE_ALG, ENVELOPE_DEFAULT_TTL, ENVELOPE_HKDF_INFO, ENVELOPE_MAX_AHEAD_SECS,
+    ENVELOPE_MAX_BYTES, ENVELOPE_MAX_CIPHERTEXT, ENVELOPE_MAX_CIPHERTEXT_B64,
+    ENVELOPE_MAX_PLAINTEXT,
 };
 use crate::doc::obj::Obj;
 use crate::encoding::{base64, base64_array, base64_decode};
@@ -52,7 +53,16 @@ impl<'a> SealParams<'a> {
         let mut nonce = [0u8; 12];
         rng.fill_bytes(&mut ephemeral);
         rng.fill_bytes(&mut nonce);
-        Self { from, to, seq, prev, created, ttl: ENVELOPE_DEFAULT_TTL, ephemeral, nonce }
+        Self {
+            from,
+            to,
+            seq,
+            prev,
+            created,
+            ttl: ENVELOPE_DEFAULT_TTL,
+            ephemeral,
+            nonce,
+        }
     }
 }
 
@@ -92,7 +102,11 @@ pub fn seal(payload: &Value, p: &SealParams<'_>) -> Result<Value> {
     }
     let plaintext = canon::to_vec(payload)?;
     if plaintext.len() > ENVELOPE_MAX_PLAINTEXT {
-        return Err(Error::TooLarge { what: "payload", len: plaintext.len(), limit: ENVELOPE_MAX_PLAINTEXT });
+        return Err(Error::TooLarge {
+            what: "payload",
+            len: plaintext.len(),
+            limit: ENVELOPE_MAX_PLAINTEXT,
+        });
     }
     if p.seq < 1 || p.seq > crate::consts::CANON_MAX_SAFE_INT as u64 {
         return Err(Error::shape("seq", "must be a positive integer"));
@@ -100,10 +114,8 @@ pub fn seal(payload: &Value, p: &SealParams<'_>) -> Result<Value> {
     if (p.seq == 1) != p.prev.is_none() {
         return Err(Error::shape("prev", "null exactly for seq 1"));
     }
-    if let Some(h) = p.prev {
-        if !crate::encoding::is_hash(h) {
-            return Err(Error::shape("prev", "must be 64 lowercase hex digits"));
-        }
+    if p.prev.is_some_and(|h| !crate::encoding::is_hash(h)) {
+        return Err(Error::shape("prev", "must be 64 lowercase hex digits"));
     }
     parse_ttl(p.ttl)?;
     let created = format_time(p.created);
@@ -114,7 +126,13 @@ pub fn seal(payload: &Value, p: &SealParams<'_>) -> Result<Value> {
     let recipient = p.to.x25519_public()?;
     let key = envelope_key(&esk, &recipient, &epk, &recipient)?;
     let ct = Aes256Gcm::new(key.as_ref().into())
-        .encrypt(Nonce::from_slice(&p.nonce), Payload { msg: &plaintext, aad: &aad })
+        .encrypt(
+            Nonce::from_slice(&p.nonce),
+            Payload {
+                msg: &plaintext,
+                aad: &aad,
+            },
+        )
         .map_err(|_| Error::Decrypt)?;
 
     let env = json!({
@@ -139,7 +157,11 @@ pub fn seal(payload: &Value, p: &SealParams<'_>) -> Result<Value> {
 /// signature (§6.4). Relays, bridges and `rdv proto verify` stop here.
 pub fn verify(raw: &[u8], now: Instant) -> Result<(Header, Value)> {
     if raw.len() > ENVELOPE_MAX_BYTES {
-        return Err(Error::TooLarge { what: "envelope", len: raw.len(), limit: ENVELOPE_MAX_BYTES });
+        return Err(Error::TooLarge {
+            what: "envelope",
+            len: raw.len(),
+            limit: ENVELOPE_MAX_BYTES,
+        });
     }
     let v = canon::parse(raw, ENVELOPE_MAX_BYTES)?;
     let header = verify_value(&v, now)?;
@@ -198,10 +220,21 @@ pub fn verify_value(v: &Value, now: Instant) -> Result<Header> {
         return Err(Error::Expired);
     }
 
-    let map = v.as_object().ok_or_else(|| Error::shape("envelope", "must be an object"))?;
+    let map = v
+        .as_object()
+        .ok_or_else(|| Error::shape("envelope", "must be an object"))?;
     sign::verify(map, &from)?;
     let hash = sign::hash(v)?;
-    Ok(Header { from, to, seq, prev, created_raw, created, ttl_secs, hash })
+    Ok(Header {
+        from,
+        to,
+        seq,
+        prev,
+        created_raw,
+        created,
+        ttl_secs,
+        hash,
+    })
 }
 
 /// Opens an envelope addressed to `me`: [`verify`], then decrypts. The
@@ -214,15 +247,29 @@ pub fn open(raw: &[u8], me: &AgentKey, now: Instant) -> Result<Opened> {
 /// Decrypts an envelope [`verify`] already accepted.
 pub fn open_verified(header: Header, v: &Value, me: &AgentKey) -> Result<Opened> {
     if &header.to != me.id() {
-        return Err(Error::shape("to", "envelope is not addressed to this agent"));
+        return Err(Error::shape(
+            "to",
+            "envelope is not addressed to this agent",
+        ));
     }
-    let content = v.get("content").ok_or_else(|| Error::shape("content", "missing"))?;
-    let field = |k: &str| content.get(k).and_then(Value::as_str).ok_or_else(|| Error::shape(k, "missing"));
+    let content = v
+        .get("content")
+        .ok_or_else(|| Error::shape("content", "missing"))?;
+    let field = |k: &str| {
+        content
+            .get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::shape(k, "missing"))
+    };
     let epk = x25519_dalek::PublicKey::from(base64_array::<32>("content.epk", field("epk")?)?);
     let nonce = base64_array::<12>("content.nonce", field("nonce")?)?;
     let ct = base64_decode(field("ciphertext")?)?;
     if ct.len() > ENVELOPE_MAX_CIPHERTEXT {
-        return Err(Error::TooLarge { what: "ciphertext", len: ct.len(), limit: ENVELOPE_MAX_CIPHERTEXT });
+        return Err(Error::TooLarge {
+            what: "ciphertext",
+            len: ct.len(),
+            limit: ENVELOPE_MAX_CIPHERTEXT,
+        });
     }
     let aad = header_aad(
         &header.from,
@@ -237,7 +284,13 @@ pub fn open_verified(header: Header, v: &Value, me: &AgentKey) -> Result<Opened>
     let key = envelope_key(&my_secret, &epk, &epk, &my_public)?;
     let plaintext = Zeroizing::new(
         Aes256Gcm::new(key.as_ref().into())
-            .decrypt(Nonce::from_slice(&nonce), Payload { msg: &ct, aad: &aad })
+            .decrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: &ct,
+                    aad: &aad,
+                },
+            )
             .map_err(|_| Error::Decrypt)?,
     );
     let payload = canon::parse(&plaintext, ENVELOPE_MAX_PLAINTEXT)?;
@@ -251,11 +304,21 @@ pub fn open_verified(header: Header, v: &Value, me: &AgentKey) -> Result<Opened>
 }
 
 fn ttl_raw(v: &Value) -> Result<String> {
-    v.get("ttl").and_then(Value::as_str).map(str::to_string).ok_or_else(|| Error::shape("ttl", "missing"))
+    v.get("ttl")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| Error::shape("ttl", "missing"))
 }
 
 /// §6.4 (pinned): the associated data is canon of the header fields.
-fn header_aad(from: &AgentId, to: &AgentId, seq: u64, prev: Option<&str>, created: &str, ttl: &str) -> Result<Vec<u8>> {
+fn header_aad(
+    from: &AgentId,
+    to: &AgentId,
+    seq: u64,
+    prev: Option<&str>,
+    created: &str,
+    ttl: &str,
+) -> Result<Vec<u8>> {
     canon::to_vec(&json!({
         "v": 1, "from": from.as_str(), "to": to.as_str(), "seq": seq,
         "prev": prev, "created": created, "ttl": ttl,
@@ -355,7 +418,10 @@ mod tests {
         };
         let mut forged = genuine.clone();
         forged["content"] = forged_src["content"].clone();
-        assert_eq!(open(&bytes(&forged), &b, t(NOW)).unwrap_err(), Error::BadSignature);
+        assert_eq!(
+            open(&bytes(&forged), &b, t(NOW)).unwrap_err(),
+            Error::BadSignature
+        );
     }
 
     #[test]
@@ -375,10 +441,19 @@ mod tests {
         // One base64 quantum over the cap; the signature is now also wrong,
         // so the error kind proves which check ran first.
         env["content"]["ciphertext"] = Value::String("A".repeat(ENVELOPE_MAX_CIPHERTEXT_B64 + 4));
-        assert!(matches!(open(&bytes(&env), &b, t(NOW)), Err(Error::TooLarge { what: "ciphertext (base64)", .. })));
+        assert!(matches!(
+            open(&bytes(&env), &b, t(NOW)),
+            Err(Error::TooLarge {
+                what: "ciphertext (base64)",
+                ..
+            })
+        ));
         // At the cap it gets past the size check (and fails on the signature).
         env["content"]["ciphertext"] = Value::String("A".repeat(ENVELOPE_MAX_CIPHERTEXT_B64));
-        assert_eq!(open(&bytes(&env), &b, t(NOW)).unwrap_err(), Error::BadSignature);
+        assert_eq!(
+            open(&bytes(&env), &b, t(NOW)).unwrap_err(),
+            Error::BadSignature
+        );
     }
 
     #[test]
@@ -409,10 +484,22 @@ mod tests {
         let env = seal_one(&a, &b, &json!({"type": "x"}));
         let raw = bytes(&env);
         // created 2026-10-08T00:00:00Z, ttl 48h.
-        assert!(open(&raw, &b, t("2026-10-07T23:55:00Z")).is_ok(), "5 minutes ahead is allowed");
-        assert_eq!(open(&raw, &b, t("2026-10-07T23:54:59Z")).unwrap_err(), Error::FromFuture("created"));
-        assert!(open(&raw, &b, t("2026-10-10T00:00:00Z")).is_ok(), "at created + ttl not yet expired");
-        assert_eq!(open(&raw, &b, t("2026-10-10T00:00:01Z")).unwrap_err(), Error::Expired);
+        assert!(
+            open(&raw, &b, t("2026-10-07T23:55:00Z")).is_ok(),
+            "5 minutes ahead is allowed"
+        );
+        assert_eq!(
+            open(&raw, &b, t("2026-10-07T23:54:59Z")).unwrap_err(),
+            Error::FromFuture("created")
+        );
+        assert!(
+            open(&raw, &b, t("2026-10-10T00:00:00Z")).is_ok(),
+            "at created + ttl not yet expired"
+        );
+        assert_eq!(
+            open(&raw, &b, t("2026-10-10T00:00:01Z")).unwrap_err(),
+            Error::Expired
+        );
     }
 
     #[test]
@@ -426,7 +513,10 @@ mod tests {
         env["ttl"] = json!("8d");
         env.as_object_mut().unwrap().remove("sig");
         let env = sign::sign_value(env, &a).unwrap();
-        assert!(matches!(open(&bytes(&env), &b, t(NOW)), Err(Error::Shape { .. })), "receiver refuses");
+        assert!(
+            matches!(open(&bytes(&env), &b, t(NOW)), Err(Error::Shape { .. })),
+            "receiver refuses"
+        );
     }
 
     #[test]
@@ -439,15 +529,25 @@ mod tests {
             f(&mut e);
             bytes(&sign::sign_value(e, &a).unwrap())
         };
-        let bad: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Value)>;
+        let bad: Vec<(&str, Edit)> = vec![
             ("unknown field", Box::new(|e| e["x"] = json!(1))),
-            ("unknown content field", Box::new(|e| e["content"]["x"] = json!(1))),
+            (
+                "unknown content field",
+                Box::new(|e| e["content"]["x"] = json!(1)),
+            ),
             ("v", Box::new(|e| e["v"] = json!(2))),
             ("seq 0", Box::new(|e| e["seq"] = json!(0))),
             ("seq 2 with null prev", Box::new(|e| e["seq"] = json!(2))),
-            ("prev on seq 1", Box::new(|e| e["prev"] = json!("a".repeat(64)))),
+            (
+                "prev on seq 1",
+                Box::new(|e| e["prev"] = json!("a".repeat(64))),
+            ),
             ("alg", Box::new(|e| e["content"]["alg"] = json!("none"))),
-            ("short nonce", Box::new(|e| e["content"]["nonce"] = json!(base64(&[0; 8])))),
+            (
+                "short nonce",
+                Box::new(|e| e["content"]["nonce"] = json!(base64(&[0; 8]))),
+            ),
             ("bad from", Box::new(|e| e["from"] = json!("rdv1:abc"))),
         ];
         for (name, f) in bad {
@@ -480,7 +580,13 @@ mod tests {
         let key = envelope_key(&esk, &bx, &epk, &bx).unwrap();
         let aad = header_aad(a.id(), b.id(), 1, None, &h.created_raw, "48h").unwrap();
         let ct = Aes256Gcm::new(key.as_ref().into())
-            .encrypt(Nonce::from_slice(&[3; 12]), Payload { msg: b"{ \"type\": \"x\" }", aad: &aad })
+            .encrypt(
+                Nonce::from_slice(&[3; 12]),
+                Payload {
+                    msg: b"{ \"type\": \"x\" }",
+                    aad: &aad,
+                },
+            )
             .unwrap();
         let mut e = env.clone();
         e.as_object_mut().unwrap().remove("sig");

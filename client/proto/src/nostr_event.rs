@@ -38,38 +38,82 @@ pub enum Carried {
 }
 
 /// An envelope event: `p` = recipient Ed25519 key hex, `d` = envelope hash.
-pub fn envelope_event(envelope: &Value, carrier: &Keys, created_at: u64, aux: [u8; 32]) -> Result<Event> {
-    let to = envelope.get("to").and_then(Value::as_str).ok_or_else(|| Error::shape("to", "missing"))?;
+pub fn envelope_event(
+    envelope: &Value,
+    carrier: &Keys,
+    created_at: u64,
+    aux: [u8; 32],
+) -> Result<Event> {
+    let to = envelope
+        .get("to")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::shape("to", "missing"))?;
     let to = AgentId::parse(to)?;
-    let tags = [tag("p", &hex::encode(to.key_bytes()))?, tag("d", &sign::hash(envelope)?)?];
+    let tags = [
+        tag("p", &hex::encode(to.key_bytes()))?,
+        tag("d", &sign::hash(envelope)?)?,
+    ];
     build(carrier, created_at, tags, canon::to_string(envelope)?, aux)
 }
 
 /// A public-pointer card event on `topic` (a dtopic or the idtopic).
 /// `created_at` may not be earlier than the card's `created` (§6.2), so a
 /// newer card never ties with an older one.
-pub fn card_event(card: &Value, topic: &str, carrier: &Keys, created_at: u64, aux: [u8; 32]) -> Result<Event> {
+pub fn card_event(
+    card: &Value,
+    topic: &str,
+    carrier: &Keys,
+    created_at: u64,
+    aux: [u8; 32],
+) -> Result<Event> {
     if !is_topic(topic) {
-        return Err(Error::shape("topic", "must be 26 lowercase base32 characters"));
+        return Err(Error::shape(
+            "topic",
+            "must be 26 lowercase base32 characters",
+        ));
     }
-    let created = card.get("created").and_then(Value::as_str).ok_or_else(|| Error::shape("card.created", "missing"))?;
+    let created = card
+        .get("created")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::shape("card.created", "missing"))?;
     let created = parse_time("card.created", created)?.unix_timestamp();
     if (created_at as i128) < created as i128 {
-        return Err(Error::shape("created_at", "earlier than the card's created"));
+        return Err(Error::shape(
+            "created_at",
+            "earlier than the card's created",
+        ));
     }
-    let tags = [tag("t", topic)?, tag("d", &format!("{NOSTR_CARD_D_PREFIX}{topic}"))?];
+    let tags = [
+        tag("t", topic)?,
+        tag("d", &format!("{NOSTR_CARD_D_PREFIX}{topic}"))?,
+    ];
     build(carrier, created_at, tags, canon::to_string(card)?, aux)
 }
 
 /// A listen-mode probe event: a contact request on the dtopic, `d` = the hex
 /// SHA-256 of the content (§4.4, §6.2).
-pub fn probe_event(request: &Value, dtopic: &str, carrier: &Keys, created_at: u64, aux: [u8; 32]) -> Result<Event> {
+pub fn probe_event(
+    request: &Value,
+    dtopic: &str,
+    carrier: &Keys,
+    created_at: u64,
+    aux: [u8; 32],
+) -> Result<Event> {
     if !is_topic(dtopic) {
-        return Err(Error::shape("topic", "must be 26 lowercase base32 characters"));
+        return Err(Error::shape(
+            "topic",
+            "must be 26 lowercase base32 characters",
+        ));
     }
     let content = canon::to_string(request)?;
     let d = hex::encode(Sha256::digest(content.as_bytes()));
-    build(carrier, created_at, [tag("t", dtopic)?, tag("d", &d)?], content, aux)
+    build(
+        carrier,
+        created_at,
+        [tag("t", dtopic)?, tag("d", &d)?],
+        content,
+        aux,
+    )
 }
 
 /// Verifies an event's NIP-01 id and BIP-340 signature, checks that it is a
@@ -77,7 +121,11 @@ pub fn probe_event(request: &Value, dtopic: &str, carrier: &Keys, created_at: u6
 /// carried document's own signature is the caller's next step.
 pub fn parse_event(json: &[u8]) -> Result<(Event, Carried)> {
     if json.len() > NOSTR_EVENT_MAX_BYTES {
-        return Err(Error::TooLarge { what: "nostr event", len: json.len(), limit: NOSTR_EVENT_MAX_BYTES });
+        return Err(Error::TooLarge {
+            what: "nostr event",
+            len: json.len(),
+            limit: NOSTR_EVENT_MAX_BYTES,
+        });
     }
     let text = std::str::from_utf8(json).map_err(|_| Error::Nostr("not UTF-8".into()))?;
     // Strict JSON first (duplicate keys and floats refused), then nostr's types.
@@ -89,18 +137,25 @@ pub fn parse_event(json: &[u8]) -> Result<(Event, Carried)> {
     }
     let tags: Vec<&[String]> = ev.tags.iter().map(|t| t.as_slice()).collect();
     let one = |name: &str| -> Result<Option<&str>> {
-        let mut found = tags.iter().filter(|t| t.first().map(String::as_str) == Some(name));
+        let mut found = tags
+            .iter()
+            .filter(|t| t.first().map(String::as_str) == Some(name));
         match (found.next(), found.next()) {
             (None, _) => Ok(None),
             (Some(t), None) if t.len() >= 2 => Ok(Some(t[1].as_str())),
-            _ => Err(Error::Nostr(format!("one {name} tag with a value expected"))),
+            _ => Err(Error::Nostr(format!(
+                "one {name} tag with a value expected"
+            ))),
         }
     };
     let d = one("d")?.ok_or_else(|| Error::Nostr("missing d tag".into()))?;
     let carried = match (one("p")?, one("t")?) {
         (Some(p), None) => {
             let envelope = canon::parse(ev.content.as_bytes(), ENVELOPE_MAX_BYTES)?;
-            let to = envelope.get("to").and_then(Value::as_str).ok_or_else(|| Error::shape("to", "missing"))?;
+            let to = envelope
+                .get("to")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::shape("to", "missing"))?;
             let recipient = AgentId::parse(to)?;
             if p != hex::encode(recipient.key_bytes()) {
                 return Err(Error::Nostr("p tag is not the envelope's recipient".into()));
@@ -108,7 +163,10 @@ pub fn parse_event(json: &[u8]) -> Result<(Event, Carried)> {
             if d != sign::hash(&envelope)? {
                 return Err(Error::Nostr("d tag is not the envelope hash".into()));
             }
-            Carried::Envelope { recipient, envelope }
+            Carried::Envelope {
+                recipient,
+                envelope,
+            }
         }
         (None, Some(t)) => {
             if !is_topic(t) {
@@ -116,15 +174,27 @@ pub fn parse_event(json: &[u8]) -> Result<(Event, Carried)> {
             }
             if d == format!("{NOSTR_CARD_D_PREFIX}{t}") {
                 let card = canon::parse(ev.content.as_bytes(), CARD_MAX_BYTES)?;
-                Carried::Card { topic: t.to_string(), card }
+                Carried::Card {
+                    topic: t.to_string(),
+                    card,
+                }
             } else if d == hex::encode(Sha256::digest(ev.content.as_bytes())) {
                 let request = canon::parse(ev.content.as_bytes(), NOSTR_EVENT_MAX_BYTES)?;
-                Carried::Probe { topic: t.to_string(), request }
+                Carried::Probe {
+                    topic: t.to_string(),
+                    request,
+                }
             } else {
-                return Err(Error::Nostr("d tag matches neither a card pointer nor the content hash".into()));
+                return Err(Error::Nostr(
+                    "d tag matches neither a card pointer nor the content hash".into(),
+                ));
             }
         }
-        _ => return Err(Error::Nostr("exactly one of the p and t tags expected".into())),
+        _ => {
+            return Err(Error::Nostr(
+                "exactly one of the p and t tags expected".into(),
+            ));
+        }
     };
     Ok((ev, carried))
 }
@@ -133,12 +203,25 @@ fn tag(name: &str, value: &str) -> Result<Tag> {
     Tag::parse([name, value]).map_err(|e| Error::Nostr(e.to_string()))
 }
 
-fn build(carrier: &Keys, created_at: u64, tags: [Tag; 2], content: String, aux: [u8; 32]) -> Result<Event> {
-    let mut unsigned =
-        UnsignedEvent::new(carrier.public_key(), Timestamp::from_secs(created_at), Kind::Custom(NOSTR_KIND), tags, content);
+fn build(
+    carrier: &Keys,
+    created_at: u64,
+    tags: [Tag; 2],
+    content: String,
+    aux: [u8; 32],
+) -> Result<Event> {
+    let mut unsigned = UnsignedEvent::new(
+        carrier.public_key(),
+        Timestamp::from_secs(created_at),
+        Kind::Custom(NOSTR_KIND),
+        tags,
+        content,
+    );
     let id = unsigned.id();
     let sig = carrier.sign_schnorr_with_aux_rand(&SECP, id.as_bytes(), &aux);
-    unsigned.add_signature(sig).map_err(|e| Error::Nostr(e.to_string()))
+    unsigned
+        .add_signature(sig)
+        .map_err(|e| Error::Nostr(e.to_string()))
 }
 
 #[cfg(test)]
@@ -170,11 +253,20 @@ mod tests {
         let (a, b, e) = env();
         let ev = envelope_event(&e, &a.nostr_keys().unwrap(), 1_791_417_600, [0; 32]).unwrap();
         let tags: Vec<Vec<String>> = ev.tags.iter().map(|t| t.as_slice().to_vec()).collect();
-        assert_eq!(tags[0], vec!["p".to_string(), hex::encode(b.id().key_bytes())]);
+        assert_eq!(
+            tags[0],
+            vec!["p".to_string(), hex::encode(b.id().key_bytes())]
+        );
         assert_eq!(tags[1], vec!["d".to_string(), sign::hash(&e).unwrap()]);
         assert_eq!(ev.content, canon::to_string(&e).unwrap());
         let (_, c) = parse_event(ev.as_json().as_bytes()).unwrap();
-        assert_eq!(c, Carried::Envelope { recipient: b.id().clone(), envelope: e });
+        assert_eq!(
+            c,
+            Carried::Envelope {
+                recipient: b.id().clone(),
+                envelope: e
+            }
+        );
     }
 
     #[test]
@@ -183,13 +275,19 @@ mod tests {
         let ev = envelope_event(&e, &a.nostr_keys().unwrap(), 1_791_417_600, [0; 32]).unwrap();
         let mut j: Value = serde_json::from_str(&ev.as_json()).unwrap();
         j["content"] = json!(ev.content.replace("\"seq\":1", "\"seq\":2"));
-        assert!(parse_event(j.to_string().as_bytes()).is_err(), "id mismatch");
+        assert!(
+            parse_event(j.to_string().as_bytes()).is_err(),
+            "id mismatch"
+        );
         // A validly signed event whose d tag is not the envelope hash.
         let keys = a.nostr_keys().unwrap();
         let bad = build(
             &keys,
             1,
-            [tag("p", &hex::encode(a.id().key_bytes())).unwrap(), tag("d", &"0".repeat(64)).unwrap()],
+            [
+                tag("p", &hex::encode(a.id().key_bytes())).unwrap(),
+                tag("d", &"0".repeat(64)).unwrap(),
+            ],
             canon::to_string(&e).unwrap(),
             [0; 32],
         )
@@ -203,12 +301,29 @@ mod tests {
         let card = json!({"v": 1, "id": a.id().as_str(), "created": "2026-10-08T00:00:00Z"});
         let card = sign::sign_value(card, &a).unwrap();
         let topic = crate::address::idtopic(a.id());
-        let created = parse_time("t", "2026-10-08T00:00:00Z").unwrap().unix_timestamp() as u64;
-        assert!(card_event(&card, &topic, &a.nostr_keys().unwrap(), created - 1, [0; 32]).is_err());
+        let created = parse_time("t", "2026-10-08T00:00:00Z")
+            .unwrap()
+            .unix_timestamp() as u64;
+        assert!(
+            card_event(
+                &card,
+                &topic,
+                &a.nostr_keys().unwrap(),
+                created - 1,
+                [0; 32]
+            )
+            .is_err()
+        );
         let ev = card_event(&card, &topic, &a.nostr_keys().unwrap(), created, [0; 32]).unwrap();
         let (_, c) = parse_event(ev.as_json().as_bytes()).unwrap();
-        assert_eq!(c, Carried::Card { topic: topic.clone(), card });
-        let d: Vec<String> = ev.tags.iter().nth(1).unwrap().as_slice().to_vec();
+        assert_eq!(
+            c,
+            Carried::Card {
+                topic: topic.clone(),
+                card
+            }
+        );
+        let d: Vec<String> = ev.tags.to_vec()[1].as_slice().to_vec();
         assert_eq!(d[1], format!("rdv1/card:{topic}"));
     }
 
@@ -219,6 +334,12 @@ mod tests {
         let req = json!({"type": "rdv/contact-request"});
         let ev = probe_event(&req, &topic, &a.nostr_keys().unwrap(), 5, [0; 32]).unwrap();
         let (_, c) = parse_event(ev.as_json().as_bytes()).unwrap();
-        assert_eq!(c, Carried::Probe { topic, request: req });
+        assert_eq!(
+            c,
+            Carried::Probe {
+                topic,
+                request: req
+            }
+        );
     }
 }

@@ -15,13 +15,7 @@ pub fn sign(doc: Map<String, Value>, key: &AgentKey) -> Result<Map<String, Value
         return Err(Error::shape("sig", "document is already signed"));
     }
     let mut doc = doc;
-    let bytes = canon::to_vec(&Value::Object(doc))?;
-    // Re-parse is not needed: `to_vec` refused anything non-canonical.
-    let sig = key.sign_prefixed(&bytes);
-    doc = match canon::parse(&bytes, usize::MAX)? {
-        Value::Object(m) => m,
-        _ => return Err(Error::shape("document", "must be an object")),
-    };
+    let sig = key.sign_prefixed(&canon::to_vec_without(&doc, "sig")?);
     doc.insert("sig".into(), Value::String(base64(&sig)));
     Ok(doc)
 }
@@ -42,10 +36,7 @@ pub fn verify(doc: &Map<String, Value>, signer: &AgentId) -> Result<()> {
         Some(_) => return Err(Error::shape("sig", "must be a string")),
         None => return Err(Error::shape("sig", "missing")),
     };
-    let mut unsigned = doc.clone();
-    unsigned.remove("sig");
-    let bytes = canon::to_vec(&Value::Object(unsigned))?;
-    signer.verify_prefixed(&bytes, &sig)
+    signer.verify_prefixed(&canon::to_vec_without(doc, "sig")?, &sig)
 }
 
 /// §4.6: lowercase hex SHA-256 of the canonical JSON of the whole document.
@@ -55,8 +46,7 @@ pub fn hash(doc: &Value) -> Result<String> {
 
 /// Hash of an object.
 pub fn hash_map(doc: &Map<String, Value>) -> Result<String> {
-    // Canon of a borrowed map without cloning the whole tree twice.
-    hash(&Value::Object(doc.clone()))
+    Ok(hex::encode(Sha256::digest(canon::to_vec_map(doc)?)))
 }
 
 #[cfg(test)]

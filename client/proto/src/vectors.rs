@@ -24,7 +24,9 @@ pub const SEEDS: [&str; 3] = [
 pub const NOW: &str = "2026-10-08T01:00:00Z";
 
 fn key(i: usize) -> Result<AgentKey> {
-    Ok(AgentKey::from_seed(crate::encoding::hex_array::<32>("seed", SEEDS[i])?))
+    Ok(AgentKey::from_seed(crate::encoding::hex_array::<32>(
+        "seed", SEEDS[i],
+    )?))
 }
 
 /// Every vector file: (file stem, contents).
@@ -36,6 +38,7 @@ pub fn generate() -> Result<Vec<(&'static str, Value)>> {
         ("signatures", signature_vectors()?),
         ("envelopes", envelope_vectors()?),
         ("nostr", nostr_vectors()?),
+        ("documents", document_vectors()?),
     ];
     Ok(out)
 }
@@ -43,13 +46,22 @@ pub fn generate() -> Result<Vec<(&'static str, Value)>> {
 /// Inputs for canon: valid ones with their canonical form, invalid ones refused.
 pub const CANON_CASES: &[(&str, &str)] = &[
     ("sorted members", r#"{"b":1,"a":2,"c":{"z":true,"y":null}}"#),
-    ("utf16 order", r#"{"\ud83d\ude00":1,"\ue000":2,"a":3,"\u20ac":4}"#),
+    (
+        "utf16 order",
+        r#"{"\ud83d\ude00":1,"\ue000":2,"a":3,"\u20ac":4}"#,
+    ),
     ("escapes", r#"["\u0001\b\t\n\f\r\"\\\/\u007f\u2028\u00e9"]"#),
     ("whitespace", " { \"a\" : [ 1 , -2 , 0 ] } "),
     ("negative zero", "-0"),
-    ("largest safe integer", "[9007199254740991,-9007199254740991]"),
+    (
+        "largest safe integer",
+        "[9007199254740991,-9007199254740991]",
+    ),
     ("empty containers", r#"{"a":{},"b":[]}"#),
-    ("depth 32", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"),
+    (
+        "depth 32",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    ),
 ];
 
 /// Inputs every implementation must refuse.
@@ -61,7 +73,10 @@ pub const CANON_INVALID: &[(&str, &str)] = &[
     ("duplicate after unescaping", r#"{"a":1,"\u0061":2}"#),
     ("lone high surrogate", r#""\ud800""#),
     ("lone low surrogate", r#""\udc00""#),
-    ("depth 33", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"),
+    (
+        "depth 33",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    ),
     ("trailing comma", "[1,]"),
     ("leading zero", "01"),
     ("raw control character", "\"a\u{1}\""),
@@ -74,7 +89,10 @@ fn canon_vectors() -> Result<Value> {
         let c = canon::to_string(&canon::parse_str(input, usize::MAX)?)?;
         valid.push(json!({"name": name, "input": input, "canonical": c}));
     }
-    let invalid: Vec<Value> = CANON_INVALID.iter().map(|(n, i)| json!({"name": n, "input": i})).collect();
+    let invalid: Vec<Value> = CANON_INVALID
+        .iter()
+        .map(|(n, i)| json!({"name": n, "input": i}))
+        .collect();
     Ok(json!({
         "description": "§4.6 canonical JSON. `input` is raw JSON text; `canonical` is the exact output. Every `invalid` input is refused.",
         "valid": valid,
@@ -98,13 +116,29 @@ fn key_vectors() -> Result<Value> {
             "nostr_pub": nostr.public_key().to_hex(),
         }));
     }
-    Ok(json!({"description": "§4.2, §6.2, §6.4: keys and IDs derived from Ed25519 seeds.", "keys": v}))
+    Ok(
+        json!({"description": "§4.2, §6.2, §6.4: keys and IDs derived from Ed25519 seeds.", "keys": v}),
+    )
 }
 
 /// Addresses for the topic vectors: valid ones and ones that must be refused.
-pub const ADDRESSES: &[&str] =
-    &["john@doe.com", "  John@Doe.COM ", "+972-54-000-0000", "+1 (555) 010.99/99", "Ünïcode@Exämple.org"];
-pub const ADDRESSES_INVALID: &[&str] = &["john", "john@", "@doe.com", "a@b@c", "jo hn@doe.com", "972540000000", "+972-54-abc", "+"];
+pub const ADDRESSES: &[&str] = &[
+    "john@doe.com",
+    "  John@Doe.COM ",
+    "+972-54-000-0000",
+    "+1 (555) 010.99/99",
+    "Ünïcode@Exämple.org",
+];
+pub const ADDRESSES_INVALID: &[&str] = &[
+    "john",
+    "john@",
+    "@doe.com",
+    "a@b@c",
+    "jo hn@doe.com",
+    "972540000000",
+    "+972-54-abc",
+    "+",
+];
 
 fn topic_vectors() -> Result<Value> {
     let mut a = Vec::new();
@@ -145,7 +179,9 @@ fn signature_vectors() -> Result<Value> {
             "hash": sign::hash(&signed)?,
         }));
     }
-    Ok(json!({"description": "§4.6: sig over \"rdv1/sig:\" ‖ canon(doc without sig); hash = hex SHA-256 of canon(doc).", "cases": v}))
+    Ok(
+        json!({"description": "§4.6: sig over \"rdv1/sig:\" ‖ canon(doc without sig); hash = hex SHA-256 of canon(doc).", "cases": v}),
+    )
 }
 
 fn seal_case(seq: u64, prev: Option<&str>, payload: &Value, fill: u8) -> Result<(Value, Value)> {
@@ -181,13 +217,20 @@ fn seal_case(seq: u64, prev: Option<&str>, payload: &Value, fill: u8) -> Result<
 fn envelope_vectors() -> Result<Value> {
     let (c1, e1) = seal_case(1, None, &json!({"type": "note", "text": "hello ☃"}), 0x11)?;
     let h1 = sign::hash(&e1)?;
-    let (c2, _) = seal_case(2, Some(&h1), &json!({"type": "rdv/resend", "from_seq": 1, "to_seq": 1}), 0x22)?;
+    let (c2, _) = seal_case(
+        2,
+        Some(&h1),
+        &json!({"type": "rdv/resend", "from_seq": 1, "to_seq": 1}),
+        0x22,
+    )?;
     let overhead = canon::to_vec(&json!({"type": "big", "fill": ""}))?.len();
     let big = json!({"type": "big", "fill": "x".repeat(crate::consts::ENVELOPE_MAX_PLAINTEXT - overhead)});
     let (mut c3, e3) = seal_case(1, None, &big, 0x33)?;
     // The largest case is checked, not stored twice: drop the payload copy.
     c3["payload"] = json!({"type": "big", "fill": format!("x × {}", crate::consts::ENVELOPE_MAX_PLAINTEXT - overhead)});
-    c3["payload_note"] = json!("the payload is {\"type\":\"big\",\"fill\":<that many x>}: exactly 32,768 bytes as canonical JSON");
+    c3["payload_note"] = json!(
+        "the payload is {\"type\":\"big\",\"fill\":<that many x>}: exactly 32,768 bytes as canonical JSON"
+    );
 
     let b = key(2)?;
     let mut invalid = Vec::new();
@@ -210,7 +253,8 @@ fn envelope_vectors() -> Result<Value> {
     swapped["content"] = forged_src["content"].clone();
     invalid.push(json!({"name": "swapped ciphertext under a genuine header", "envelope": swapped, "error": "bad signature"}));
     let mut oversize = e3.clone();
-    oversize["content"]["ciphertext"] = json!("A".repeat(crate::consts::ENVELOPE_MAX_CIPHERTEXT_B64 + 4));
+    oversize["content"]["ciphertext"] =
+        json!("A".repeat(crate::consts::ENVELOPE_MAX_CIPHERTEXT_B64 + 4));
     invalid.push(json!({"name": "ciphertext over the cap (refused from its base64 length, before the signature)", "envelope": oversize, "error": "too large"}));
     let a = key(1)?;
     let resign = |f: &dyn Fn(&mut Value)| -> Result<Value> {
@@ -259,6 +303,315 @@ fn nostr_vectors() -> Result<Value> {
     }))
 }
 
+fn uuid(n: u8) -> String {
+    format!("{n:02x}000000-0000-4000-8000-0000000000{n:02x}")
+}
+
+/// One valid signed document of each kind, and for each kind variants that
+/// break exactly one rule while still being validly signed (§4.3, §5, §7.8).
+fn document_vectors() -> Result<Value> {
+    use crate::consts::EXT_GROUPS;
+    use crate::doc::card::CardBuilder;
+    use crate::doc::grant::{GrantBuilder, GrantRef};
+    use crate::doc::group::{
+        GroupInvite, GroupJoinBuilder, GroupLeave, GroupState, GroupStateBuilder, Member, Role,
+    };
+    use crate::doc::group_msg::{GroupMsgBuilder, GroupTo};
+    use crate::doc::request::RequestBuilder;
+    use crate::doc::resign;
+    use crate::doc::revoke::Revoke;
+
+    let t = |s: &str| parse_time("t", s);
+    let (carol, alice, bob) = (key(0)?, key(1)?, key(2)?);
+    let created = t("2026-10-08T00:00:00Z")?;
+    let ts = t("2026-10-08T00:10:00Z")?;
+    let relays = vec![
+        "wss://relay.one.example".to_string(),
+        "wss://relay.two.example".to_string(),
+    ];
+    let card_of = |k: &AgentKey, addr: &str| -> Result<Value> {
+        let mut b = CardBuilder::new(created, relays.clone());
+        b.addresses = vec![Address::parse(addr)?];
+        b.public_pointer = true;
+        b.capabilities.push(crate::consts::EXT_MEETINGS.into());
+        b.capabilities.push(EXT_GROUPS.into());
+        b.sign(k)
+    };
+    let alice_card = card_of(&alice, "alice@example.org")?;
+    let bob_card = card_of(&bob, "+1 555 010 9999")?;
+    let carol_card = card_of(&carol, "carol@example.org")?;
+
+    let request = RequestBuilder {
+        id: uuid(1),
+        to_hint: Some("+15550109999".into()),
+        card: alice_card.clone(),
+        greeting: "Alice's agent requests contact on Alice's behalf.".into(),
+        capabilities_offered: vec!["a2a/0.3".into()],
+        ts,
+    }
+    .sign(&alice)?;
+    let scope = json!({
+        "may_initiate": true, "may_propose_meetings": true, "may_access_calendar": "free_busy",
+        "max_frequency": "20/day",
+        "invoke": {crate::consts::EXT_MEETINGS: {}, crate::consts::EXT_MEETING_CANCEL: {}},
+    });
+    let grant = GrantBuilder {
+        id: uuid(2),
+        to: alice.id().clone(),
+        reference: GrantRef::Request(uuid(1)),
+        card: bob_card.clone(),
+        tier: "colleague".into(),
+        scope: scope.clone(),
+        expires: Some(t("2027-10-08T00:00:00Z")?),
+        ts,
+    }
+    .sign(&bob)?;
+    let reverse = GrantBuilder {
+        id: uuid(3),
+        to: bob.id().clone(),
+        reference: GrantRef::Grant(uuid(2)),
+        card: alice_card.clone(),
+        tier: "friend".into(),
+        scope: json!({"may_initiate": true, "may_propose_meetings": true, "max_frequency": "100/day"}),
+        expires: None,
+        ts,
+    }
+    .sign(&alice)?;
+    let revoke = Revoke::build(&uuid(4), bob.id(), ts, &alice)?;
+
+    let group = uuid(5);
+    let member = |k: &AgentKey, role: Role, card: &Value, name: Option<&str>| -> Result<Member> {
+        Ok(Member {
+            id: k.id().clone(),
+            role,
+            card: sign::hash(card)?,
+            name: name.map(str::to_string),
+        })
+    };
+    let state = GroupStateBuilder {
+        group: group.clone(),
+        epoch: 0,
+        prev: None,
+        members: vec![
+            member(&alice, Role::Admin, &alice_card, None)?,
+            member(&bob, Role::Member, &bob_card, Some("Bob"))?,
+        ],
+        member_rate: "60/hour".into(),
+        name: "Microsite launch".into(),
+        ts,
+    }
+    .sign(&alice)?;
+    let state_hash = sign::hash(&state)?;
+    let invite = GroupInvite::build(
+        &uuid(6),
+        carol.id(),
+        &state,
+        "Help with the microsite?",
+        t("2026-10-15T00:10:00Z")?,
+        ts,
+        &alice,
+    )?;
+    let join = GroupJoinBuilder {
+        id: uuid(7),
+        group: group.clone(),
+        to: alice.id().clone(),
+        invite_ref: Some(uuid(6)),
+        state: state_hash.clone(),
+        card: carol_card.clone(),
+        invoke: json!({"https://rendezvous.nesher.co/ext/request/v1": {}}),
+        max_frequency: "20/day".into(),
+        ts,
+    }
+    .sign(&carol)?;
+    let leave = GroupLeave::build(&GroupState::verify(&state)?, ts, &bob)?;
+    let msg = GroupMsgBuilder {
+        group: group.clone(),
+        epoch: 0,
+        state: state_hash,
+        to: GroupTo::Board {
+            gseq: 1,
+            gprev: None,
+        },
+        heads: Default::default(),
+        ts,
+    }
+    .sign(&json!({"type": "note", "text": "hello group"}), &bob)?;
+    let header = msg.get("msg").cloned().unwrap_or(Value::Null);
+
+    let valid = [
+        ("card", &alice_card),
+        ("contact-request", &request),
+        ("contact-grant", &grant),
+        ("contact-grant", &reverse),
+        ("revoke", &revoke),
+        ("group-state", &state),
+        ("group-invite", &invite),
+        ("group-join", &join),
+        ("group-leave", &leave),
+        ("group-msg-header", &header),
+    ];
+    let mut valid_out = Vec::new();
+    for (kind, doc) in valid {
+        valid_out.push(json!({"kind": kind, "doc": doc, "hash": sign::hash(doc)?}));
+    }
+
+    let edit = |doc: &Value, k: &AgentKey, f: &dyn Fn(&mut Value)| -> Result<Value> {
+        let mut d = doc.clone();
+        f(&mut d);
+        resign(&d, k)
+    };
+    let mut invalid = Vec::new();
+    let mut bad = |name: &str, kind: &str, doc: Value| {
+        invalid.push(json!({"name": name, "kind": kind, "doc": doc}))
+    };
+    bad(
+        "card with an unknown top-level member",
+        "card",
+        edit(&alice_card, &alice, &|d| d["x"] = json!(1))?,
+    );
+    bad(
+        "card with 33 capabilities",
+        "card",
+        edit(&alice_card, &alice, &|d| {
+            d["capabilities"] = json!((0..33).map(|i| format!("urn:x:{i}")).collect::<Vec<_>>())
+        })?,
+    );
+    bad(
+        "card with no nostr relay",
+        "card",
+        edit(&alice_card, &alice, &|d| d["rendezvous"] = json!([]))?,
+    );
+    bad(
+        "expired card",
+        "card",
+        edit(&alice_card, &alice, &|d| {
+            d["expires"] = json!("2026-10-08T00:30:00Z")
+        })?,
+    );
+    let mut forged = alice_card.clone();
+    forged["created"] = json!("2026-10-08T00:00:01Z");
+    bad("card altered after signing", "card", forged);
+    bad(
+        "request with a non-UUID id",
+        "contact-request",
+        edit(&request, &alice, &|d| d["id"] = json!("req-1"))?,
+    );
+    bad(
+        "request whose card is another agent's",
+        "contact-request",
+        edit(&request, &alice, &|d| d["card"] = bob_card.clone())?,
+    );
+    bad(
+        "request whose card is a string",
+        "contact-request",
+        edit(&request, &alice, &|d| {
+            d["card"] = json!(canon::to_string(&d["card"]).unwrap_or_default())
+        })?,
+    );
+    bad(
+        "grant with both request_ref and grant_ref",
+        "contact-grant",
+        edit(&grant, &bob, &|d| d["grant_ref"] = json!(uuid(9)))?,
+    );
+    bad(
+        "grant with neither request_ref nor grant_ref",
+        "contact-grant",
+        edit(&grant, &bob, &|d| {
+            if let Some(m) = d.as_object_mut() {
+                m.remove("request_ref");
+            }
+        })?,
+    );
+    bad(
+        "grant with an unknown tier",
+        "contact-grant",
+        edit(&grant, &bob, &|d| d["tier"] = json!("boss"))?,
+    );
+    bad(
+        "grant whose invoke key is not https",
+        "contact-grant",
+        edit(&grant, &bob, &|d| {
+            d["scope"]["invoke"] = json!({"http://example.org/ext/x/v1": {}})
+        })?,
+    );
+    bad(
+        "grant with a malformed max_frequency",
+        "contact-grant",
+        edit(&grant, &bob, &|d| {
+            d["scope"]["max_frequency"] = json!("20 per day")
+        })?,
+    );
+    bad(
+        "revoke with an extra member",
+        "revoke",
+        edit(&revoke, &alice, &|d| d["reason"] = json!("x"))?,
+    );
+    bad(
+        "group state with no admin",
+        "group-state",
+        edit(&state, &alice, &|d| {
+            d["members"][0]["role"] = json!("member")
+        })?,
+    );
+    bad(
+        "group state with an unknown member field",
+        "group-state",
+        edit(&state, &alice, &|d| d["members"][1]["x"] = json!(1))?,
+    );
+    bad(
+        "group state at epoch 0 with a prev",
+        "group-state",
+        edit(&state, &alice, &|d| d["prev"] = json!("a".repeat(64)))?,
+    );
+    bad(
+        "group invite with a 281-character greeting",
+        "group-invite",
+        edit(&invite, &alice, &|d| d["greeting"] = json!("g".repeat(281)))?,
+    );
+    bad(
+        "group invite to a member",
+        "group-invite",
+        edit(&invite, &alice, &|d| d["to"] = json!(bob.id().as_str()))?,
+    );
+    bad(
+        "group join invoking the groups extension",
+        "group-join",
+        edit(&join, &carol, &|d| {
+            d["scope"]["invoke"] = json!({EXT_GROUPS: {}})
+        })?,
+    );
+    bad(
+        "group join with an extra scope member",
+        "group-join",
+        edit(&join, &carol, &|d| d["scope"]["tier"] = json!("friend"))?,
+    );
+    bad(
+        "group leave with an unknown member",
+        "group-leave",
+        edit(&leave, &bob, &|d| d["x"] = json!(1))?,
+    );
+    bad(
+        "group message header with gprev at gseq 1",
+        "group-msg-header",
+        edit(&header, &bob, &|d| d["gprev"] = json!("a".repeat(64)))?,
+    );
+    bad(
+        "group message header with a bad heads entry",
+        "group-msg-header",
+        edit(&header, &bob, &|d| {
+            d["heads"] = json!({alice.id().as_str(): [0, "abc"]})
+        })?,
+    );
+
+    Ok(json!({
+        "description": "§4.3, §5.1, §5.3, §5.4, §7.8: one valid document of each kind (verify with `rdv proto verify --kind <kind> --now <now>`; the hash is §4.6's) and invalid variants, each validly signed and breaking one rule, that must be refused. The group message is {\"type\": \"rdv/group-msg\", \"msg\": <header>, \"body\"}; `group_msg` gives it whole.",
+        "now": NOW,
+        "valid": valid_out,
+        "group_msg": msg,
+        "invalid": invalid,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,10 +622,61 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/test-vectors");
         for (name, v) in generate().unwrap() {
             let path = dir.join(format!("{name}.json"));
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|_| panic!("{} missing: run `rdv proto vectors --out docs/test-vectors`", path.display()));
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+                panic!(
+                    "{} missing: run `rdv proto vectors --out docs/test-vectors`",
+                    path.display()
+                )
+            });
             let committed: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(committed, v, "{name}.json is stale: run `rdv proto vectors --out docs/test-vectors`");
+            assert_eq!(
+                committed, v,
+                "{name}.json is stale: run `rdv proto vectors --out docs/test-vectors`"
+            );
+        }
+    }
+
+    /// Every valid document verifies with its hash; every invalid one is refused.
+    #[test]
+    fn document_vectors_verify() {
+        let v = document_vectors().unwrap();
+        let now = parse_time("now", NOW).unwrap();
+        for c in v["valid"].as_array().unwrap() {
+            let kind = c["kind"].as_str().unwrap().parse().unwrap();
+            assert_eq!(
+                crate::doc::verify_doc(kind, &c["doc"], now).unwrap(),
+                c["hash"].as_str().unwrap()
+            );
+        }
+        let invalid = v["invalid"].as_array().unwrap();
+        assert!(invalid.len() >= 20);
+        for c in invalid {
+            let kind = c["kind"].as_str().unwrap().parse().unwrap();
+            assert!(
+                crate::doc::verify_doc(kind, &c["doc"], now).is_err(),
+                "{} accepted",
+                c["name"]
+            );
+        }
+        crate::doc::group_msg::parse_group_msg(&v["group_msg"]).unwrap();
+    }
+
+    /// Every envelope vector opens (valid) or is refused (invalid).
+    #[test]
+    fn envelope_vectors_open() {
+        let v = envelope_vectors().unwrap();
+        let now = parse_time("now", NOW).unwrap();
+        let bob = key(2).unwrap();
+        for c in v["valid"].as_array().unwrap() {
+            let o = envelope::open(&canon::to_vec(&c["envelope"]).unwrap(), &bob, now).unwrap();
+            assert_eq!(o.header.hash, c["hash"].as_str().unwrap());
+        }
+        for c in v["invalid"].as_array().unwrap() {
+            assert!(
+                envelope::open(&canon::to_vec(&c["envelope"]).unwrap(), &bob, now).is_err(),
+                "{}",
+                c["name"]
+            );
         }
     }
 }

@@ -160,7 +160,10 @@ impl Card {
 /// §4.3: of several verified cards, the one with the latest `created` among
 /// those whose id is `id`. A tie keeps the first seen (a changed card moves
 /// `created` on by at least a second, so a tie is never a change).
-pub fn newest_card<'a>(id: &AgentId, cards: impl IntoIterator<Item = &'a Card>) -> Option<&'a Card> {
+pub fn newest_card<'a>(
+    id: &AgentId,
+    cards: impl IntoIterator<Item = &'a Card>,
+) -> Option<&'a Card> {
     let mut best: Option<&Card> = None;
     for c in cards.into_iter().filter(|c| &c.id == id) {
         if best.is_none_or(|b| c.created > b.created) {
@@ -342,13 +345,17 @@ impl CardBuilder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
     use crate::doc::resign;
     use crate::doc::testutil::{key, now, t};
 
     pub fn builder() -> CardBuilder {
-        let mut b = CardBuilder::new(t("2026-10-08T00:00:00Z"), vec!["wss://relay.example".into()]);
+        let mut b = CardBuilder::new(
+            t("2026-10-08T00:00:00Z"),
+            vec!["wss://relay.example".into()],
+        );
         b.addresses = vec![
             Address::parse("john@doe.com").unwrap(),
             Address::parse("+972-54-000-0000").unwrap(),
@@ -388,9 +395,12 @@ pub(crate) mod tests {
         assert!(c.claims(&Address::parse("+972540000000").unwrap()));
         assert!(!c.claims(&Address::parse("dana@doe.com").unwrap()));
         // The interop suite's minimal card.
-        let min = CardBuilder::new(t("2026-10-08T00:00:00Z"), vec!["wss://relay.example".into()])
-            .sign(&key(2))
-            .unwrap();
+        let min = CardBuilder::new(
+            t("2026-10-08T00:00:00Z"),
+            vec!["wss://relay.example".into()],
+        )
+        .sign(&key(2))
+        .unwrap();
         let c = Card::verify(&min, now(), false).unwrap();
         assert!(c.addresses.is_empty() && !c.public_pointer && c.owner.is_none());
     }
@@ -410,47 +420,119 @@ pub(crate) mod tests {
 
     #[test]
     fn expiry() {
-        let d = with(&card(1), |m| { m.insert("expires".into(), json!("2026-10-08T12:00:00Z")); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("expires".into(), json!("2026-10-08T12:00:00Z"));
+            },
+            1,
+        );
         assert_eq!(refused(&d), Error::Expired);
-        let d = with(&card(1), |m| { m.insert("expires".into(), json!("2026-10-08T12:00:01Z")); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("expires".into(), json!("2026-10-08T12:00:01Z"));
+            },
+            1,
+        );
         Card::verify(&d, now(), false).unwrap();
-        assert!(Card::parse_signed(&with(&card(1), |m| { m.insert("expires".into(), json!("2020-01-01T00:00:00Z")); }, 1), false).is_ok());
-        let d = with(&card(1), |m| { m.insert("expires".into(), json!("soon")); }, 1);
+        assert!(
+            Card::parse_signed(
+                &with(
+                    &card(1),
+                    |m| {
+                        m.insert("expires".into(), json!("2020-01-01T00:00:00Z"));
+                    },
+                    1
+                ),
+                false
+            )
+            .is_ok()
+        );
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("expires".into(), json!("soon"));
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "expires"));
-        let d = with(&card(1), |m| { m.remove("expires"); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.remove("expires");
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "expires"));
     }
 
     #[test]
     fn version_and_unknown_members() {
-        let d = with(&card(1), |m| { m.insert("v".into(), json!(2)); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("v".into(), json!(2));
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "v"));
-        let d = with(&card(1), |m| { m.insert("extra".into(), json!(1)); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("extra".into(), json!(1));
+            },
+            1,
+        );
         assert_eq!(refused(&d), Error::UnknownField("extra".into()));
         // Unknown members inside owner, discovery, rendezvous and policy are tolerated.
-        let d = with(&card(1), |m| {
-            m["owner"]["x"] = json!(1);
-            m["discovery"]["x"] = json!(1);
-            m["rendezvous"][0]["x"] = json!(1);
-            m["policy"]["x"] = json!(1);
-        }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m["owner"]["x"] = json!(1);
+                m["discovery"]["x"] = json!(1);
+                m["rendezvous"][0]["x"] = json!(1);
+                m["policy"]["x"] = json!(1);
+            },
+            1,
+        );
         Card::verify(&d, now(), false).unwrap();
     }
 
     #[test]
     fn capability_limits() {
         let at = |n: usize, len: usize| {
-            with(&card(1), |m| {
-                let caps: Vec<String> = (0..n).map(|i| format!("{i:0>len$}")).collect();
-                m.insert("capabilities".into(), json!(caps));
-            }, 1)
+            with(
+                &card(1),
+                |m| {
+                    let caps: Vec<String> = (0..n).map(|i| format!("{i:0>len$}")).collect();
+                    m.insert("capabilities".into(), json!(caps));
+                },
+                1,
+            )
         };
         Card::verify(&at(32, 200), now(), false).unwrap();
-        assert!(matches!(refused(&at(33, 10)), Error::Shape { field, .. } if field == "capabilities"));
-        assert!(matches!(refused(&at(1, 201)), Error::Shape { field, .. } if field == "capabilities[0]"));
-        let d = with(&card(1), |m| { m.insert("capabilities".into(), json!([1])); }, 1);
+        assert!(
+            matches!(refused(&at(33, 10)), Error::Shape { field, .. } if field == "capabilities")
+        );
+        assert!(
+            matches!(refused(&at(1, 201)), Error::Shape { field, .. } if field == "capabilities[0]")
+        );
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("capabilities".into(), json!([1]));
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "capabilities[0]"));
-        let d = with(&card(1), |m| { m.insert("capabilities".into(), json!("rdv/v1")); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.insert("capabilities".into(), json!("rdv/v1"));
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "capabilities"));
     }
 
@@ -460,10 +542,14 @@ pub(crate) mod tests {
         let base = card(1);
         let len = crate::canon::to_vec(&base).unwrap().len();
         let pad = |extra: usize| {
-            with(&base, |m| {
-                let name = format!("John{}", "x".repeat(extra));
-                m["owner"]["name"] = json!(name);
-            }, 1)
+            with(
+                &base,
+                |m| {
+                    let name = format!("John{}", "x".repeat(extra));
+                    m["owner"]["name"] = json!(name);
+                },
+                1,
+            )
         };
         let exact = pad(CARD_MAX_BYTES - len);
         assert_eq!(crate::canon::to_vec(&exact).unwrap().len(), CARD_MAX_BYTES);
@@ -485,45 +571,129 @@ pub(crate) mod tests {
         let seventeen: Vec<String> = (0..17).map(|i| format!("wss://r{i}.example")).collect();
         let d = relays(seventeen.iter().map(String::as_str).collect());
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "rendezvous"));
-        assert!(matches!(refused(&relays(vec![])), Error::Shape { field, .. } if field == "rendezvous"));
+        assert!(
+            matches!(refused(&relays(vec![])), Error::Shape { field, .. } if field == "rendezvous")
+        );
         // Other transports do not count as relays.
         let mut b = builder();
         b.relays.clear();
         b.other_rendezvous = vec![json!({"type": "ntfy", "topic": "x", "pref": 2})];
-        assert!(matches!(refused(&b.sign(&key(1)).unwrap()), Error::Shape { field, .. } if field == "rendezvous"));
+        assert!(
+            matches!(refused(&b.sign(&key(1)).unwrap()), Error::Shape { field, .. } if field == "rendezvous")
+        );
         let ws = relays(vec!["ws://localhost:7000"]);
-        assert!(matches!(refused(&ws), Error::Shape { field, .. } if field == "rendezvous[0].relay"));
+        assert!(
+            matches!(refused(&ws), Error::Shape { field, .. } if field == "rendezvous[0].relay")
+        );
         Card::verify(&ws, now(), true).unwrap();
-        for bad in ["https://relay.example", "wss://", "relay.example", "wss://a b"] {
-            assert!(refused(&relays(vec![bad])).to_string().contains("relay"), "{bad}");
+        for bad in [
+            "https://relay.example",
+            "wss://",
+            "relay.example",
+            "wss://a b",
+        ] {
+            assert!(
+                refused(&relays(vec![bad])).to_string().contains("relay"),
+                "{bad}"
+            );
         }
-        let d = with(&card(1), |m| { m["rendezvous"][0].as_object_mut().unwrap().remove("type"); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m["rendezvous"][0].as_object_mut().unwrap().remove("type");
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "rendezvous[0].type"));
-        let d = with(&card(1), |m| { m["rendezvous"][0].as_object_mut().unwrap().remove("relay"); }, 1);
-        assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "rendezvous[0].relay"));
+        let d = with(
+            &card(1),
+            |m| {
+                m["rendezvous"][0].as_object_mut().unwrap().remove("relay");
+            },
+            1,
+        );
+        assert!(
+            matches!(refused(&d), Error::Shape { field, .. } if field == "rendezvous[0].relay")
+        );
     }
 
     #[test]
     fn discovery_addresses() {
-        let d = with(&card(1), |m| { m["discovery"]["addresses"][0]["type"] = json!("phone"); }, 1);
-        assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.addresses[0].value"));
-        let d = with(&card(1), |m| { m["discovery"]["addresses"][0]["type"] = json!("fax"); }, 1);
-        assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.addresses[0].type"));
-        let d = with(&card(1), |m| { m["discovery"]["addresses"][0]["value"] = json!("not an address"); }, 1);
-        assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.addresses[0].value"));
-        let d = with(&card(1), |m| { m["discovery"]["public_pointer"] = json!("yes"); }, 1);
-        assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.public_pointer"));
-        let d = with(&card(1), |m| { m["owner"]["name"] = json!(5); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m["discovery"]["addresses"][0]["type"] = json!("phone");
+            },
+            1,
+        );
+        assert!(
+            matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.addresses[0].value")
+        );
+        let d = with(
+            &card(1),
+            |m| {
+                m["discovery"]["addresses"][0]["type"] = json!("fax");
+            },
+            1,
+        );
+        assert!(
+            matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.addresses[0].type")
+        );
+        let d = with(
+            &card(1),
+            |m| {
+                m["discovery"]["addresses"][0]["value"] = json!("not an address");
+            },
+            1,
+        );
+        assert!(
+            matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.addresses[0].value")
+        );
+        let d = with(
+            &card(1),
+            |m| {
+                m["discovery"]["public_pointer"] = json!("yes");
+            },
+            1,
+        );
+        assert!(
+            matches!(refused(&d), Error::Shape { field, .. } if field == "discovery.public_pointer")
+        );
+        let d = with(
+            &card(1),
+            |m| {
+                m["owner"]["name"] = json!(5);
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "owner.name"));
     }
 
     #[test]
     fn policy() {
-        let d = with(&card(1), |m| { m["policy"]["inbound"] = json!("maybe"); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m["policy"]["inbound"] = json!("maybe");
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "policy.inbound"));
-        let d = with(&card(1), |m| { m["policy"].as_object_mut().unwrap().remove("public"); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m["policy"].as_object_mut().unwrap().remove("public");
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "policy.public"));
-        let d = with(&card(1), |m| { m.remove("policy"); }, 1);
+        let d = with(
+            &card(1),
+            |m| {
+                m.remove("policy");
+            },
+            1,
+        );
         assert!(matches!(refused(&d), Error::Shape { field, .. } if field == "policy"));
     }
 
@@ -543,6 +713,9 @@ pub(crate) mod tests {
         assert_eq!(newest_card(key(2).id(), &all).unwrap().id, other.id);
         assert!(newest_card(key(3).id(), &all).is_none());
         assert!(b.supersedes(&a) && !a.supersedes(&b) && !a.supersedes(&a));
-        assert!(!other.supersedes(&a), "another agent's card never supersedes");
+        assert!(
+            !other.supersedes(&a),
+            "another agent's card never supersedes"
+        );
     }
 }

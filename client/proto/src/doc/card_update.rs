@@ -67,10 +67,7 @@ fn check(
         return Err(Error::shape("card.id", "is not the envelope's sender"));
     }
     if card.created <= held.created {
-        return Err(Error::shape(
-            "card.created",
-            "not later than the card held",
-        ));
+        return Err(Error::shape("card.created", "not later than the card held"));
     }
     if (card.created - now).whole_seconds() > CARD_UPDATE_MAX_AHEAD_SECS {
         return Err(Error::FromFuture("card.created"));
@@ -89,6 +86,7 @@ fn check(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::doc::card::tests::builder;
@@ -104,7 +102,8 @@ mod tests {
         let mut b = builder();
         b.created = t(created);
         b.relays = relays.into_iter().map(String::from).collect();
-        b.capabilities.push("https://rendezvous.nesher.co/ext/tasks/v1".into());
+        b.capabilities
+            .push("https://rendezvous.nesher.co/ext/tasks/v1".into());
         card_update_payload(&b.sign(&key(n)).unwrap())
     }
 
@@ -132,51 +131,91 @@ mod tests {
         }
         // At most 10 minutes ahead: exactly 10 passes, one second more fails.
         let p = update("2026-10-08T12:10:00Z", vec!["wss://relay.example"], 1);
-        assert!(matches!(verdict(&p, &h, false), CardUpdateVerdict::Replace(_)));
+        assert!(matches!(
+            verdict(&p, &h, false),
+            CardUpdateVerdict::Replace(_)
+        ));
         let p = update("2026-10-08T12:10:01Z", vec!["wss://relay.example"], 1);
-        assert_eq!(refused(verdict(&p, &h, false)), Error::FromFuture("card.created"));
+        assert_eq!(
+            refused(verdict(&p, &h, false)),
+            Error::FromFuture("card.created")
+        );
     }
 
     #[test]
     fn same_and_older() {
         let h = held(vec!["wss://relay.example"]);
-        assert_eq!(verdict(&card_update_payload(&h.doc), &h, false), CardUpdateVerdict::SameCard);
+        assert_eq!(
+            verdict(&card_update_payload(&h.doc), &h, false),
+            CardUpdateVerdict::SameCard
+        );
         // Same created, different content: not later, refused.
         let p = update("2026-10-08T00:00:00Z", vec!["wss://relay.example"], 1);
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.created"));
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.created")
+        );
         let p = update("2026-10-07T00:00:00Z", vec!["wss://relay.example"], 1);
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.created"));
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.created")
+        );
     }
 
     #[test]
     fn wrong_sender_bad_sig_bad_shape() {
         let h = held(vec!["wss://relay.example"]);
         let p = update("2026-10-08T11:00:00Z", vec!["wss://relay.example"], 2);
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.id"));
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.id")
+        );
         let mut p = update("2026-10-08T11:00:00Z", vec!["wss://relay.example"], 1);
         p["card"]["created"] = json!("2026-10-08T11:00:01Z");
         assert_eq!(refused(verdict(&p, &h, false)), Error::BadSignature);
         let mut p = update("2026-10-08T11:00:00Z", vec!["wss://relay.example"], 1);
         p["sig"] = json!("x");
-        assert_eq!(refused(verdict(&p, &h, false)), Error::UnknownField("sig".into()));
+        assert_eq!(
+            refused(verdict(&p, &h, false)),
+            Error::UnknownField("sig".into())
+        );
         let p = json!({"type": "rdv/card-updates", "card": h.doc});
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "type"));
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "type")
+        );
         let none: Vec<&str> = vec![];
         let p = update("2026-10-08T11:00:00Z", none, 1);
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.rendezvous"));
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.rendezvous")
+        );
         let many: Vec<String> = (0..17).map(|i| format!("wss://r{i}.example")).collect();
-        let p = update("2026-10-08T11:00:00Z", many.iter().map(String::as_str).collect(), 1);
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.rendezvous"));
+        let p = update(
+            "2026-10-08T11:00:00Z",
+            many.iter().map(String::as_str).collect(),
+            1,
+        );
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.rendezvous")
+        );
     }
 
     #[test]
     fn ws_relays() {
         let h = held(vec!["ws://localhost:7000"]);
-        let p = update("2026-10-08T11:00:00Z", vec!["ws://localhost:7000", "wss://relay.example"], 1);
-        assert!(matches!(verdict(&p, &h, false), CardUpdateVerdict::Replace(_)));
+        let p = update(
+            "2026-10-08T11:00:00Z",
+            vec!["ws://localhost:7000", "wss://relay.example"],
+            1,
+        );
+        assert!(matches!(
+            verdict(&p, &h, false),
+            CardUpdateVerdict::Replace(_)
+        ));
         let p = update("2026-10-08T11:00:00Z", vec!["ws://localhost:7001"], 1);
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.rendezvous"));
-        assert!(matches!(verdict(&p, &h, true), CardUpdateVerdict::Replace(_)));
+        assert!(
+            matches!(refused(verdict(&p, &h, false)), Error::Shape { field, .. } if field == "card.rendezvous")
+        );
+        assert!(matches!(
+            verdict(&p, &h, true),
+            CardUpdateVerdict::Replace(_)
+        ));
     }
 
     #[test]
@@ -186,6 +225,9 @@ mod tests {
         b.created = t("2026-10-08T11:00:00Z");
         b.owner = Some(json!({"name": "x".repeat(crate::consts::CARD_MAX_BYTES)}));
         let p = card_update_payload(&b.sign(&key(1)).unwrap());
-        assert!(matches!(refused(verdict(&p, &h, false)), Error::TooLarge { .. }));
+        assert!(matches!(
+            refused(verdict(&p, &h, false)),
+            Error::TooLarge { .. }
+        ));
     }
 }

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::consts::{EXT_MEETINGS, GRANT_MAX_AHEAD_SECS, INVOKE_MAX_KEYS, INVOKE_MAX_URI_LEN, TIERS};
+use crate::consts::{
+    EXT_MEETINGS, GRANT_MAX_AHEAD_SECS, INVOKE_MAX_KEYS, INVOKE_MAX_URI_LEN, TIERS,
+};
 use crate::error::{Error, Result};
 use crate::keys::{AgentId, AgentKey};
 use crate::sign;
@@ -355,6 +357,7 @@ impl GrantBuilder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
     use crate::consts::EXT_MEETING_CANCEL;
@@ -421,15 +424,41 @@ pub(crate) mod tests {
         assert_eq!(g.reference, GrantRef::Request(REQ_ID.into()));
         assert!(!g.is_reverse());
         assert!(g.scope.allows_meetings());
-        assert_eq!(g.scope.meetings_consistency(), MeetingsConsistency::Consistent);
-        let review = g.scope.may_invoke("https://rendezvous.nesher.co/ext/review/v1").unwrap();
+        assert_eq!(
+            g.scope.meetings_consistency(),
+            MeetingsConsistency::Consistent
+        );
+        let review = g
+            .scope
+            .may_invoke("https://rendezvous.nesher.co/ext/review/v1")
+            .unwrap();
         assert_eq!(review.max_open, Some(2));
-        assert_eq!(review.max_frequency, Some(Frequency { count: 5, window_secs: 86400 }));
+        assert_eq!(
+            review.max_frequency,
+            Some(Frequency {
+                count: 5,
+                window_secs: 86400
+            })
+        );
         assert!(g.scope.raw.contains_key("vendor_scope"));
         for tier in TIERS {
-            Grant::verify(&with(|m| { m["tier"] = json!(tier); }), now(), false).unwrap();
+            Grant::verify(
+                &with(|m| {
+                    m["tier"] = json!(tier);
+                }),
+                now(),
+                false,
+            )
+            .unwrap();
         }
-        Grant::verify(&with(|m| { m["expires"] = Value::Null; }), now(), false).unwrap();
+        Grant::verify(
+            &with(|m| {
+                m["expires"] = Value::Null;
+            }),
+            now(),
+            false,
+        )
+        .unwrap();
     }
 
     #[test]
@@ -441,73 +470,222 @@ pub(crate) mod tests {
 
     #[test]
     fn refs_both_or_neither() {
-        let both = with(|m| { m.insert("grant_ref".into(), json!(GRANT_ID)); });
+        let both = with(|m| {
+            m.insert("grant_ref".into(), json!(GRANT_ID));
+        });
         assert_eq!(field_err(&both), "request_ref");
-        let neither = with(|m| { m.remove("request_ref"); });
+        let neither = with(|m| {
+            m.remove("request_ref");
+        });
         assert_eq!(field_err(&neither), "request_ref");
-        let rev = with(|m| { m.remove("request_ref"); m.insert("grant_ref".into(), json!(GRANT_ID)); });
+        let rev = with(|m| {
+            m.remove("request_ref");
+            m.insert("grant_ref".into(), json!(GRANT_ID));
+        });
         assert!(Grant::verify(&rev, now(), false).unwrap().is_reverse());
-        assert_eq!(field_err(&with(|m| { m["request_ref"] = json!("r-1"); })), "request_ref");
-        let bad_gr = with(|m| { m.remove("request_ref"); m.insert("grant_ref".into(), json!("g-1")); });
+        assert_eq!(
+            field_err(&with(|m| {
+                m["request_ref"] = json!("r-1");
+            })),
+            "request_ref"
+        );
+        let bad_gr = with(|m| {
+            m.remove("request_ref");
+            m.insert("grant_ref".into(), json!("g-1"));
+        });
         assert_eq!(field_err(&bad_gr), "grant_ref");
     }
 
     #[test]
     fn rules() {
-        assert_eq!(field_err(&with(|m| { m["id"] = json!("grant-1"); })), "id");
-        assert_eq!(field_err(&with(|m| { m["tier"] = json!("boss"); })), "tier");
-        assert_eq!(field_err(&with(|m| { m["scope"] = json!([]); })), "scope");
-        assert_eq!(field_err(&with(|m| { m["to"] = json!("rdv1:nope"); })), "to");
-        assert_eq!(field_err(&with(|m| { m["card"] = card(1); })), "card");
-        assert_eq!(field_err(&with(|m| { m["x"] = json!(1); })), "unknown x");
-        assert_eq!(field_err(&with(|m| { m["type"] = json!("rdv/revoke"); })), "type");
-        assert_eq!(field_err(&with(|m| { m["expires"] = json!("2026-10-08T12:00:00Z"); })), "Expired");
-        assert_eq!(field_err(&with(|m| { m.remove("expires"); })), "expires");
-        let expired_card = resign(&{ let mut c = card(2); c["expires"] = json!("2026-10-01T00:00:00Z"); c }, &key(2)).unwrap();
-        assert_eq!(field_err(&with(|m| { m["card"] = expired_card; })), "Expired");
+        assert_eq!(
+            field_err(&with(|m| {
+                m["id"] = json!("grant-1");
+            })),
+            "id"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["tier"] = json!("boss");
+            })),
+            "tier"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["scope"] = json!([]);
+            })),
+            "scope"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["to"] = json!("rdv1:nope");
+            })),
+            "to"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = card(1);
+            })),
+            "card"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m.insert("x".into(), json!(1));
+            })),
+            "unknown x"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["type"] = json!("rdv/revoke");
+            })),
+            "type"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["expires"] = json!("2026-10-08T12:00:00Z");
+            })),
+            "Expired"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m.remove("expires");
+            })),
+            "expires"
+        );
+        let expired_card = resign(
+            &{
+                let mut c = card(2);
+                c["expires"] = json!("2026-10-01T00:00:00Z");
+                c
+            },
+            &key(2),
+        )
+        .unwrap();
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = expired_card;
+            })),
+            "Expired"
+        );
     }
 
     #[test]
     fn scope_shape() {
-        let e = |s: Value| field_err(&with(|m| { m["scope"] = s; }));
+        let e = |s: Value| {
+            field_err(&with(|m| {
+                m["scope"] = s;
+            }))
+        };
         assert_eq!(e(json!({"may_initiate": "yes"})), "scope.may_initiate");
-        assert_eq!(e(json!({"may_propose_meetings": 1})), "scope.may_propose_meetings");
-        assert_eq!(e(json!({"may_access_calendar": true})), "scope.may_access_calendar");
-        assert_eq!(e(json!({"max_frequency": "20/week"})), "scope.max_frequency");
+        assert_eq!(
+            e(json!({"may_propose_meetings": 1})),
+            "scope.may_propose_meetings"
+        );
+        assert_eq!(
+            e(json!({"may_access_calendar": true})),
+            "scope.may_access_calendar"
+        );
+        assert_eq!(
+            e(json!({"max_frequency": "20/week"})),
+            "scope.max_frequency"
+        );
         assert_eq!(e(json!({"invoke": []})), "scope.invoke");
-        assert_eq!(e(json!({"invoke": {"http://x.example/a": {}}})), "scope.invoke[\"http://x.example/a\"]");
-        assert_eq!(e(json!({"invoke": {"https://x.example/a": true}})), "scope.invoke[\"https://x.example/a\"]");
-        assert_eq!(e(json!({"invoke": {"https://x.example/a": {"max_open": 0}}})), "scope.invoke[\"https://x.example/a\"].max_open");
-        assert_eq!(e(json!({"invoke": {"https://x.example/a": {"max_open": "2"}}})), "scope.invoke[\"https://x.example/a\"].max_open");
-        assert_eq!(e(json!({"invoke": {"https://x.example/a": {"max_frequency": "x"}}})), "scope.invoke[\"https://x.example/a\"].max_frequency");
+        assert_eq!(
+            e(json!({"invoke": {"http://x.example/a": {}}})),
+            "scope.invoke[\"http://x.example/a\"]"
+        );
+        assert_eq!(
+            e(json!({"invoke": {"https://x.example/a": true}})),
+            "scope.invoke[\"https://x.example/a\"]"
+        );
+        assert_eq!(
+            e(json!({"invoke": {"https://x.example/a": {"max_open": 0}}})),
+            "scope.invoke[\"https://x.example/a\"].max_open"
+        );
+        assert_eq!(
+            e(json!({"invoke": {"https://x.example/a": {"max_open": "2"}}})),
+            "scope.invoke[\"https://x.example/a\"].max_open"
+        );
+        assert_eq!(
+            e(json!({"invoke": {"https://x.example/a": {"max_frequency": "x"}}})),
+            "scope.invoke[\"https://x.example/a\"].max_frequency"
+        );
         // Key length and count at the bound pass, one past fails.
-        let uri = |len: usize| format!("https://x.example/{}", "a".repeat(len - "https://x.example/".len()));
-        Grant::verify(&with(|m| { m["scope"] = json!({"invoke": {uri(200): {}}}); }), now(), false).unwrap();
+        let uri = |len: usize| {
+            format!(
+                "https://x.example/{}",
+                "a".repeat(len - "https://x.example/".len())
+            )
+        };
+        Grant::verify(
+            &with(|m| {
+                m["scope"] = json!({"invoke": {uri(200): {}}});
+            }),
+            now(),
+            false,
+        )
+        .unwrap();
         assert!(e(json!({"invoke": {uri(201): {}}})).starts_with("scope.invoke["));
-        let keys = |n: usize| -> Map<String, Value> { (0..n).map(|i| (format!("https://x.example/{i}"), json!({}))).collect() };
-        Grant::verify(&with(|m| { m["scope"] = json!({"invoke": keys(32)}); }), now(), false).unwrap();
+        let keys = |n: usize| -> Map<String, Value> {
+            (0..n)
+                .map(|i| (format!("https://x.example/{i}"), json!({})))
+                .collect()
+        };
+        Grant::verify(
+            &with(|m| {
+                m["scope"] = json!({"invoke": keys(32)});
+            }),
+            now(),
+            false,
+        )
+        .unwrap();
         assert_eq!(e(json!({"invoke": keys(33)})), "scope.invoke");
     }
 
     #[test]
     fn meetings_migration_rule() {
         let m = EXT_MEETINGS;
-        assert!(allows_meetings(&scope(json!({"may_propose_meetings": true}))));
-        assert!(!allows_meetings(&scope(json!({"may_propose_meetings": false}))));
+        assert!(allows_meetings(&scope(
+            json!({"may_propose_meetings": true})
+        )));
+        assert!(!allows_meetings(&scope(
+            json!({"may_propose_meetings": false})
+        )));
         assert!(!allows_meetings(&scope(json!({}))));
         // invoke is read first.
         assert!(allows_meetings(&scope(json!({"invoke": {m: {}}}))));
         assert!(!allows_meetings(&scope(json!({"invoke": {}}))));
-        assert!(allows_meetings(&scope(json!({"invoke": {m: {}}, "may_propose_meetings": true}))));
+        assert!(allows_meetings(&scope(
+            json!({"invoke": {m: {}}, "may_propose_meetings": true})
+        )));
         // Inconsistent both ways: the narrower, no meetings.
-        assert!(!allows_meetings(&scope(json!({"invoke": {m: {}}, "may_propose_meetings": false}))));
-        assert!(!allows_meetings(&scope(json!({"invoke": {}, "may_propose_meetings": true}))));
+        assert!(!allows_meetings(&scope(
+            json!({"invoke": {m: {}}, "may_propose_meetings": false})
+        )));
+        assert!(!allows_meetings(&scope(
+            json!({"invoke": {}, "may_propose_meetings": true})
+        )));
         use MeetingsConsistency::*;
-        assert_eq!(scope(json!({"invoke": {m: {}}})).meetings_consistency(), MissingBoolean);
-        assert_eq!(scope(json!({"invoke": {}, "may_propose_meetings": true})).meetings_consistency(), Inconsistent);
-        assert_eq!(scope(json!({"invoke": {m: {}}, "may_propose_meetings": false})).meetings_consistency(), Inconsistent);
-        assert_eq!(scope(json!({"invoke": {}, "may_propose_meetings": false})).meetings_consistency(), Consistent);
-        assert_eq!(scope(json!({"may_propose_meetings": true})).meetings_consistency(), Consistent);
+        assert_eq!(
+            scope(json!({"invoke": {m: {}}})).meetings_consistency(),
+            MissingBoolean
+        );
+        assert_eq!(
+            scope(json!({"invoke": {}, "may_propose_meetings": true})).meetings_consistency(),
+            Inconsistent
+        );
+        assert_eq!(
+            scope(json!({"invoke": {m: {}}, "may_propose_meetings": false})).meetings_consistency(),
+            Inconsistent
+        );
+        assert_eq!(
+            scope(json!({"invoke": {}, "may_propose_meetings": false})).meetings_consistency(),
+            Consistent
+        );
+        assert_eq!(
+            scope(json!({"may_propose_meetings": true})).meetings_consistency(),
+            Consistent
+        );
     }
 
     fn reverse(f: impl FnOnce(&mut GrantBuilder)) -> Grant {
@@ -532,24 +710,70 @@ pub(crate) mod tests {
             contact_expires: Some(t("2027-10-08T00:00:00Z")),
             now: now(),
         };
-        assert_eq!(check_reverse_grant(&reverse(|_| {}), &ctx).unwrap(), Some(t("2027-01-01T00:00:00Z")));
+        assert_eq!(
+            check_reverse_grant(&reverse(|_| {}), &ctx).unwrap(),
+            Some(t("2027-01-01T00:00:00Z"))
+        );
         // expires never extends the contact.
-        assert_eq!(check_reverse_grant(&reverse(|b| b.expires = None), &ctx).unwrap(), Some(t("2027-10-08T00:00:00Z")));
-        assert_eq!(check_reverse_grant(&reverse(|b| b.expires = Some(t("2030-01-01T00:00:00Z"))), &ctx).unwrap(), Some(t("2027-10-08T00:00:00Z")));
-        let open = ReverseGrantContext { contact_expires: None, ..ctx };
-        assert_eq!(check_reverse_grant(&reverse(|_| {}), &open).unwrap(), Some(t("2027-01-01T00:00:00Z")));
+        assert_eq!(
+            check_reverse_grant(&reverse(|b| b.expires = None), &ctx).unwrap(),
+            Some(t("2027-10-08T00:00:00Z"))
+        );
+        assert_eq!(
+            check_reverse_grant(
+                &reverse(|b| b.expires = Some(t("2030-01-01T00:00:00Z"))),
+                &ctx
+            )
+            .unwrap(),
+            Some(t("2027-10-08T00:00:00Z"))
+        );
+        let open = ReverseGrantContext {
+            contact_expires: None,
+            ..ctx
+        };
+        assert_eq!(
+            check_reverse_grant(&reverse(|_| {}), &open).unwrap(),
+            Some(t("2027-01-01T00:00:00Z"))
+        );
         // Addressed to me.
         let other = key(3).id().clone();
-        assert!(check_reverse_grant(&reverse(|_| {}), &ReverseGrantContext { me: &other, ..ctx }).is_err());
+        assert!(
+            check_reverse_grant(&reverse(|_| {}), &ReverseGrantContext { me: &other, ..ctx })
+                .is_err()
+        );
         // grant_ref is the founding grant; a forward grant is not a reverse one.
-        assert!(check_reverse_grant(&reverse(|b| b.reference = GrantRef::Grant(REVERSE_ID.into())), &ctx).is_err());
-        assert!(check_reverse_grant(&reverse(|b| b.reference = GrantRef::Request(REQ_ID.into())), &ctx).is_err());
+        assert!(
+            check_reverse_grant(
+                &reverse(|b| b.reference = GrantRef::Grant(REVERSE_ID.into())),
+                &ctx
+            )
+            .is_err()
+        );
+        assert!(
+            check_reverse_grant(
+                &reverse(|b| b.reference = GrantRef::Request(REQ_ID.into())),
+                &ctx
+            )
+            .is_err()
+        );
         // ts newer than the grant it replaces, and at most 5 minutes ahead.
         assert!(check_reverse_grant(&reverse(|b| b.ts = t("2026-10-08T11:30:00Z")), &ctx).is_err());
         assert!(check_reverse_grant(&reverse(|b| b.ts = t("2026-10-08T12:05:00Z")), &ctx).is_ok());
-        assert_eq!(check_reverse_grant(&reverse(|b| b.ts = t("2026-10-08T12:05:01Z")), &ctx), Err(Error::FromFuture("ts")));
+        assert_eq!(
+            check_reverse_grant(&reverse(|b| b.ts = t("2026-10-08T12:05:01Z")), &ctx),
+            Err(Error::FromFuture("ts"))
+        );
         // Not expired at the receiver's now.
         let g = reverse(|b| b.expires = Some(t("2026-10-08T12:30:00Z")));
-        assert_eq!(check_reverse_grant(&g, &ReverseGrantContext { now: t("2026-10-08T12:30:00Z"), ..ctx }), Err(Error::Expired));
+        assert_eq!(
+            check_reverse_grant(
+                &g,
+                &ReverseGrantContext {
+                    now: t("2026-10-08T12:30:00Z"),
+                    ..ctx
+                }
+            ),
+            Err(Error::Expired)
+        );
     }
 }

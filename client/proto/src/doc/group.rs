@@ -74,7 +74,13 @@ impl GroupState {
     }
 
     pub(crate) fn verify_at(doc: &Value, path: &str) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, path, "group state", "from", Some(GROUP_STATE_MAX_BYTES))?;
+        let (mut o, from) = open_signed(
+            doc,
+            path,
+            "group state",
+            "from",
+            Some(GROUP_STATE_MAX_BYTES),
+        )?;
         o.version()?;
         o.doc_type(GROUP_STATE_TYPE)?;
         let group = o.uuid("group")?.to_string();
@@ -143,7 +149,10 @@ pub fn check_successor(prev: &GroupState, next: &GroupState) -> Result<()> {
         return Err(Error::shape("group", "not the same group"));
     }
     if Some(next.epoch) != prev.epoch.checked_add(1) {
-        return Err(Error::shape("epoch", "must be one higher than the state before"));
+        return Err(Error::shape(
+            "epoch",
+            "must be one higher than the state before",
+        ));
     }
     if next.prev.as_deref() != Some(prev.hash.as_str()) {
         return Err(Error::shape("prev", "is not the hash of the state before"));
@@ -170,7 +179,10 @@ fn join_path(path: &str, key: &str) -> String {
 fn members(o: &mut Obj<'_>) -> Result<Vec<Member>> {
     let arr = o.array("members")?;
     if arr.is_empty() || arr.len() > GROUP_MAX_MEMBERS {
-        return Err(o.err("members", format!("must list 1 to {GROUP_MAX_MEMBERS} members")));
+        return Err(o.err(
+            "members",
+            format!("must list 1 to {GROUP_MAX_MEMBERS} members"),
+        ));
     }
     let mut out: Vec<Member> = Vec::with_capacity(arr.len());
     for (i, m) in arr.iter().enumerate() {
@@ -190,7 +202,12 @@ fn members(o: &mut Obj<'_>) -> Result<Vec<Member>> {
             return Err(e.err("id", "listed twice"));
         }
         e.deny_unknown()?;
-        out.push(Member { id, role, card, name });
+        out.push(Member {
+            id,
+            role,
+            card,
+            name,
+        });
     }
     if !out.iter().any(|m| m.role == Role::Admin) {
         return Err(o.err("members", "must list at least one admin"));
@@ -366,8 +383,7 @@ pub struct GroupJoin {
 impl GroupJoin {
     /// Verifies a join at `now` (≤ 24 KiB); `allow_ws` is passed to its card.
     pub fn verify(doc: &Value, now: Instant, allow_ws: bool) -> Result<Self> {
-        let (mut o, from) =
-            open_signed(doc, "", "group join", "from", Some(GROUP_JOIN_MAX_BYTES))?;
+        let (mut o, from) = open_signed(doc, "", "group join", "from", Some(GROUP_JOIN_MAX_BYTES))?;
         o.version()?;
         o.doc_type(GROUP_JOIN_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -503,6 +519,7 @@ impl GroupLeave {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
     use crate::doc::card::tests::card;
@@ -529,7 +546,11 @@ pub(crate) mod tests {
             group: GROUP.into(),
             epoch: 0,
             prev: None,
-            members: vec![member(1, Role::Admin), member(2, Role::Member), member(3, Role::Member)],
+            members: vec![
+                member(1, Role::Admin),
+                member(2, Role::Member),
+                member(3, Role::Member),
+            ],
             member_rate: "60/hour".into(),
             name: "Microsite launch".into(),
             ts: t("2026-10-08T10:00:00Z"),
@@ -560,7 +581,13 @@ pub(crate) mod tests {
         assert_eq!(s.epoch, 0);
         assert_eq!(s.members.len(), 3);
         assert!(s.is_admin(key(1).id()) && !s.is_admin(key(2).id()));
-        assert_eq!(s.member_rate, Frequency { count: 60, window_secs: 3600 });
+        assert_eq!(
+            s.member_rate,
+            Frequency {
+                count: 60,
+                window_secs: 3600
+            }
+        );
         let mut tampered = state0();
         tampered["name"] = json!("Other");
         assert_eq!(GroupState::verify(&tampered), Err(Error::BadSignature));
@@ -569,59 +596,179 @@ pub(crate) mod tests {
     #[test]
     fn state_shape_rules() {
         let s = state0();
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["x"] = json!(1); })), "unknown x");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"][0]["x"] = json!(1); })), "unknown members[0].x");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["policy"]["x"] = json!(1); })), "unknown policy.x");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["policy"]["members_may_invite"] = json!(true); })), "policy.members_may_invite");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["policy"]["member_rate"] = json!("60/week"); })), "policy.member_rate");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["group"] = json!("g1"); })), "group");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["epoch"] = json!(-1); })), "epoch");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["prev"] = json!("a".repeat(64)); })), "prev");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["epoch"] = json!(1); })), "prev");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"][1]["role"] = json!("owner"); })), "members[1].role");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"][1]["card"] = json!("abc"); })), "members[1].card");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"][2]["id"] = m["members"][1]["id"].clone(); })), "members[2].id");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"] = json!([]); })), "members");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"][0]["role"] = json!("member"); })), "members");
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m.insert("x".into(), json!(1));
+            })),
+            "unknown x"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"][0]["x"] = json!(1);
+            })),
+            "unknown members[0].x"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["policy"]["x"] = json!(1);
+            })),
+            "unknown policy.x"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["policy"]["members_may_invite"] = json!(true);
+            })),
+            "policy.members_may_invite"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["policy"]["member_rate"] = json!("60/week");
+            })),
+            "policy.member_rate"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["group"] = json!("g1");
+            })),
+            "group"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["epoch"] = json!(-1);
+            })),
+            "epoch"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["prev"] = json!("a".repeat(64));
+            })),
+            "prev"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["epoch"] = json!(1);
+            })),
+            "prev"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"][1]["role"] = json!("owner");
+            })),
+            "members[1].role"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"][1]["card"] = json!("abc");
+            })),
+            "members[1].card"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"][2]["id"] = m["members"][1]["id"].clone();
+            })),
+            "members[2].id"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"] = json!([]);
+            })),
+            "members"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"][0]["role"] = json!("member");
+            })),
+            "members"
+        );
         // Epoch 0 is signed by an admin listed in it.
-        assert_eq!(state_err(&alter(&s, 2, |m| { m["from"] = json!(key(2).id().as_str()); })), "from");
-        assert_eq!(state_err(&alter(&s, 4, |m| { m["from"] = json!(key(4).id().as_str()); })), "from");
+        assert_eq!(
+            state_err(&alter(&s, 2, |m| {
+                m["from"] = json!(key(2).id().as_str());
+            })),
+            "from"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 4, |m| {
+                m["from"] = json!(key(4).id().as_str());
+            })),
+            "from"
+        );
         // Names: member ≤ 64, group 1 to 100.
-        assert!(GroupState::verify(&alter(&s, 1, |m| { m["members"][1]["name"] = json!("n".repeat(64)); })).is_ok());
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["members"][1]["name"] = json!("n".repeat(65)); })), "members[1].name");
-        assert!(GroupState::verify(&alter(&s, 1, |m| { m["name"] = json!("n".repeat(100)); })).is_ok());
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["name"] = json!("n".repeat(101)); })), "name");
-        assert_eq!(state_err(&alter(&s, 1, |m| { m["name"] = json!(""); })), "name");
+        assert!(
+            GroupState::verify(&alter(&s, 1, |m| {
+                m["members"][1]["name"] = json!("n".repeat(64));
+            }))
+            .is_ok()
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["members"][1]["name"] = json!("n".repeat(65));
+            })),
+            "members[1].name"
+        );
+        assert!(
+            GroupState::verify(&alter(&s, 1, |m| {
+                m["name"] = json!("n".repeat(100));
+            }))
+            .is_ok()
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["name"] = json!("n".repeat(101));
+            })),
+            "name"
+        );
+        assert_eq!(
+            state_err(&alter(&s, 1, |m| {
+                m["name"] = json!("");
+            })),
+            "name"
+        );
     }
 
     #[test]
     fn state_member_and_size_bounds() {
         let with_members = |n: u8| {
             let mut b = state_builder();
-            b.members = (1..=n).map(|i| member(i, if i == 1 { Role::Admin } else { Role::Member })).collect();
+            b.members = (1..=n)
+                .map(|i| member(i, if i == 1 { Role::Admin } else { Role::Member }))
+                .collect();
             b.sign(&key(1)).unwrap()
         };
         GroupState::verify(&with_members(16)).unwrap();
         assert_eq!(state_err(&with_members(17)), "members");
-        // Size: pad the group name's budget via member names to the byte bound.
+        // Valid fields cannot reach 8 KiB (16 members of bounded size), so
+        // a larger state carries something else: the size is refused before
+        // the signature or the unknown member is even looked at.
         let base = with_members(16);
-        let len = crate::canon::to_vec(&base).unwrap().len();
-        assert!(len < GROUP_STATE_MAX_BYTES);
-        let pad = |extra: usize| alter(&base, 1, |m| {
-            let mut left = extra;
-            for i in 1..16 {
-                let add = left.min(GROUP_MEMBER_NAME_MAX - m["members"][i]["name"].as_str().unwrap().len());
-                let name = format!("{}{}", m["members"][i]["name"].as_str().unwrap(), "x".repeat(add));
-                m["members"][i]["name"] = json!(name);
-                left -= add;
-            }
-            assert_eq!(left, 0, "not enough room to pad");
-        });
-        let room = GROUP_STATE_MAX_BYTES - len;
-        let exact = pad(room);
-        assert_eq!(crate::canon::to_vec(&exact).unwrap().len(), GROUP_STATE_MAX_BYTES);
-        GroupState::verify(&exact).unwrap();
-        assert!(matches!(GroupState::verify(&pad(room + 1)), Err(Error::TooLarge { .. })));
+        assert!(crate::canon::to_vec(&base).unwrap().len() < GROUP_STATE_MAX_BYTES / 2);
+        let padded = |n: usize| {
+            let mut d = base.clone();
+            d.as_object_mut().unwrap().insert("pad".into(), json!(""));
+            let len = crate::canon::to_vec(&d).unwrap().len();
+            d["pad"] = json!("x".repeat(n - len));
+            d
+        };
+        let exact = padded(GROUP_STATE_MAX_BYTES);
+        assert_eq!(
+            crate::canon::to_vec(&exact).unwrap().len(),
+            GROUP_STATE_MAX_BYTES
+        );
+        assert_eq!(
+            GroupState::verify(&exact),
+            Err(Error::BadSignature),
+            "at the bound: read on"
+        );
+        assert!(matches!(
+            GroupState::verify(&padded(GROUP_STATE_MAX_BYTES + 1)),
+            Err(Error::TooLarge { .. })
+        ));
+        assert_eq!(
+            state_err(&alter(&base, 1, |m| {
+                m.insert("pad".into(), json!("x"));
+            })),
+            "unknown pad"
+        );
     }
 
     fn next(prev: &GroupState, signer: u8, f: impl FnOnce(&mut GroupStateBuilder)) -> GroupState {
@@ -640,12 +787,31 @@ pub(crate) mod tests {
         let s1 = next(&s0, 1, |_| {});
         assert!(is_valid_successor(&s0, &s1));
         // A later state need not list its signer (an admin may step down).
-        let s1b = next(&s0, 1, |b| { b.members.retain(|m| m.role != Role::Admin); b.members[0].role = Role::Admin; });
+        let s1b = next(&s0, 1, |b| {
+            b.members.retain(|m| m.role != Role::Admin);
+            b.members[0].role = Role::Admin;
+        });
         assert!(is_valid_successor(&s0, &s1b));
-        assert!(!is_valid_successor(&s0, &next(&s0, 2, |_| {})), "signed by a non-admin");
-        assert!(!is_valid_successor(&s0, &next(&s0, 1, |b| b.epoch = 2)), "epoch skips");
-        assert!(!is_valid_successor(&s0, &next(&s0, 1, |b| b.prev = Some("0".repeat(64)))), "prev");
-        assert!(!is_valid_successor(&s0, &next(&s0, 1, |b| b.group = "4a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d".into())), "group");
+        assert!(
+            !is_valid_successor(&s0, &next(&s0, 2, |_| {})),
+            "signed by a non-admin"
+        );
+        assert!(
+            !is_valid_successor(&s0, &next(&s0, 1, |b| b.epoch = 2)),
+            "epoch skips"
+        );
+        assert!(
+            !is_valid_successor(&s0, &next(&s0, 1, |b| b.prev = Some("0".repeat(64)))),
+            "prev"
+        );
+        assert!(
+            !is_valid_successor(
+                &s0,
+                &next(&s0, 1, |b| b.group =
+                    "4a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d".into())
+            ),
+            "group"
+        );
         assert!(!is_valid_successor(&s1, &s0));
         let s2 = next(&s1, 1, |_| {});
         assert!(is_valid_successor(&s1, &s2) && !is_valid_successor(&s0, &s2));
@@ -680,33 +846,144 @@ pub(crate) mod tests {
         assert_eq!(i.state.epoch, 0);
         let mut tampered = invite(|_| {});
         tampered["greeting"] = json!("hi");
-        assert_eq!(GroupInvite::verify(&tampered, now()), Err(Error::BadSignature));
-        assert_eq!(invite_err(&invite(|m| { m["x"] = json!(1); }), now()), "unknown x");
-        assert_eq!(invite_err(&invite(|m| { m["id"] = json!("i-1"); }), now()), "id");
-        assert_eq!(invite_err(&invite(|m| { m["group"] = json!("4a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"); }), now()), "state");
-        assert_eq!(invite_err(&invite(|m| { m["to"] = json!(key(2).id().as_str()); }), now()), "to");
+        assert_eq!(
+            GroupInvite::verify(&tampered, now()),
+            Err(Error::BadSignature)
+        );
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m.insert("x".into(), json!(1));
+                }),
+                now()
+            ),
+            "unknown x"
+        );
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["id"] = json!("i-1");
+                }),
+                now()
+            ),
+            "id"
+        );
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["group"] = json!("4a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d");
+                }),
+                now()
+            ),
+            "state"
+        );
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["to"] = json!(key(2).id().as_str());
+                }),
+                now()
+            ),
+            "to"
+        );
         let mut bad_state = state0();
         bad_state["name"] = json!("x");
-        assert_eq!(invite_err(&invite(|m| { m["state"] = bad_state; }), now()), "BadSignature");
-        let unk = alter(&state0(), 1, |m| { m["x"] = json!(1); });
-        assert_eq!(invite_err(&invite(|m| { m["state"] = unk; }), now()), "unknown state.x");
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["state"] = bad_state;
+                }),
+                now()
+            ),
+            "BadSignature"
+        );
+        let unk = alter(&state0(), 1, |m| {
+            m.insert("x".into(), json!(1));
+        });
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["state"] = unk;
+                }),
+                now()
+            ),
+            "unknown state.x"
+        );
         // The inviter must be an admin of the state it carries.
-        let d = GroupInvite::build(INVITE_ID, key(5).id(), &state0(), "", t("2026-10-15T10:00:00Z"), t("2026-10-08T10:00:00Z"), &key(2)).unwrap();
+        let d = GroupInvite::build(
+            INVITE_ID,
+            key(5).id(),
+            &state0(),
+            "",
+            t("2026-10-15T10:00:00Z"),
+            t("2026-10-08T10:00:00Z"),
+            &key(2),
+        )
+        .unwrap();
         assert_eq!(invite_err(&d, now()), "from");
         // Greeting ≤ 280.
-        assert!(GroupInvite::verify(&invite(|m| { m["greeting"] = json!("g".repeat(280)); }), now()).is_ok());
-        assert_eq!(invite_err(&invite(|m| { m["greeting"] = json!("g".repeat(281)); }), now()), "greeting");
+        assert!(
+            GroupInvite::verify(
+                &invite(|m| {
+                    m["greeting"] = json!("g".repeat(280));
+                }),
+                now()
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["greeting"] = json!("g".repeat(281));
+                }),
+                now()
+            ),
+            "greeting"
+        );
         // expires ≤ 14 days after ts (and now), and not past.
-        assert!(GroupInvite::verify(&invite(|m| { m["expires"] = json!("2026-10-22T10:00:00Z"); }), now()).is_ok());
-        assert_eq!(invite_err(&invite(|m| { m["expires"] = json!("2026-10-22T10:00:01Z"); }), now()), "expires");
-        let old = invite(|m| { m["ts"] = json!("2026-09-01T00:00:00Z"); m["expires"] = json!("2026-10-22T13:00:00Z"); });
+        assert!(
+            GroupInvite::verify(
+                &invite(|m| {
+                    m["expires"] = json!("2026-10-22T10:00:00Z");
+                }),
+                now()
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            invite_err(
+                &invite(|m| {
+                    m["expires"] = json!("2026-10-22T10:00:01Z");
+                }),
+                now()
+            ),
+            "expires"
+        );
+        let old = invite(|m| {
+            m["ts"] = json!("2026-09-01T00:00:00Z");
+            m["expires"] = json!("2026-10-22T13:00:00Z");
+        });
         assert_eq!(invite_err(&old, now()), "expires");
-        assert_eq!(invite_err(&invite(|_| {}), t("2026-10-15T10:00:00Z")), "Expired");
+        assert_eq!(
+            invite_err(&invite(|_| {}), t("2026-10-15T10:00:00Z")),
+            "Expired"
+        );
         // The group has room.
         let mut b = state_builder();
-        b.members = (1..=16).map(|i| member(i, if i == 1 { Role::Admin } else { Role::Member })).collect();
+        b.members = (1..=16)
+            .map(|i| member(i, if i == 1 { Role::Admin } else { Role::Member }))
+            .collect();
         let full = b.sign(&key(1)).unwrap();
-        let d = GroupInvite::build(INVITE_ID, key(20).id(), &full, "", t("2026-10-15T10:00:00Z"), t("2026-10-08T10:00:00Z"), &key(1)).unwrap();
+        let d = GroupInvite::build(
+            INVITE_ID,
+            key(20).id(),
+            &full,
+            "",
+            t("2026-10-15T10:00:00Z"),
+            t("2026-10-08T10:00:00Z"),
+            &key(1),
+        )
+        .unwrap();
         assert_eq!(invite_err(&d, now()), "state");
     }
 
@@ -737,10 +1014,19 @@ pub(crate) mod tests {
         let d = join_builder(5).sign(&key(5)).unwrap();
         let j = GroupJoin::verify(&d, now(), false).unwrap();
         assert_eq!(j.invite_ref.as_deref(), Some(INVITE_ID));
-        assert_eq!(j.max_frequency, Frequency { count: 20, window_secs: 86400 });
+        assert_eq!(
+            j.max_frequency,
+            Frequency {
+                count: 20,
+                window_secs: 86400
+            }
+        );
         let mut tampered = d.clone();
         tampered["state"] = json!("0".repeat(64));
-        assert_eq!(GroupJoin::verify(&tampered, now(), false), Err(Error::BadSignature));
+        assert_eq!(
+            GroupJoin::verify(&tampered, now(), false),
+            Err(Error::BadSignature)
+        );
         // The creator's own join: invite_ref null, to itself.
         let mut b = join_builder(1);
         b.invite_ref = None;
@@ -749,29 +1035,94 @@ pub(crate) mod tests {
         let mut b = join_builder(5);
         b.invite_ref = None;
         assert_eq!(join_err(&b.sign(&key(5)).unwrap()), "invite_ref");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["invite_ref"] = json!("inv"); })), "invite_ref");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m.remove("invite_ref"); })), "invite_ref");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["state"] = state0(); })), "state");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["card"] = card(6); })), "card");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["scope"]["x"] = json!(1); })), "unknown scope.x");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["scope"].as_object_mut().unwrap().remove("max_frequency"); })), "scope.max_frequency");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["scope"]["invoke"] = json!({EXT_GROUPS: {}}); })), "scope.invoke");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["scope"]["invoke"] = json!({"ftp://x/": {}}); })), "scope.invoke[\"ftp://x/\"]");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["x"] = json!(1); })), "unknown x");
-        assert_eq!(join_err(&alter(&d, 5, |m| { m["group"] = json!("grp"); })), "group");
-        // ≤ 24 KiB: the card is ≤ 16 KiB, so pad the card within its bound and
-        // the invoke map to cross the join's.
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["invite_ref"] = json!("inv");
+            })),
+            "invite_ref"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m.remove("invite_ref");
+            })),
+            "invite_ref"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["state"] = state0();
+            })),
+            "state"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["card"] = card(6);
+            })),
+            "card"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["scope"]["x"] = json!(1);
+            })),
+            "unknown scope.x"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["scope"].as_object_mut().unwrap().remove("max_frequency");
+            })),
+            "scope.max_frequency"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["scope"]["invoke"] = json!({EXT_GROUPS: {}});
+            })),
+            "scope.invoke"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["scope"]["invoke"] = json!({"ftp://x/": {}});
+            })),
+            "scope.invoke[\"ftp://x/\"]"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m.insert("x".into(), json!(1));
+            })),
+            "unknown x"
+        );
+        assert_eq!(
+            join_err(&alter(&d, 5, |m| {
+                m["group"] = json!("grp");
+            })),
+            "group"
+        );
+        // ≤ 24 KiB: a card near its 16 KiB bound, then an ignored limit
+        // field inside invoke pads the join to exactly the bound, and one past.
         let big_card = {
             let mut c = card(5);
             let len = crate::canon::to_vec(&c).unwrap().len();
-            c["owner"]["name"] = json!("x".repeat(crate::consts::CARD_MAX_BYTES - len - 120));
+            c["owner"]["name"] = json!("x".repeat(crate::consts::CARD_MAX_BYTES - len - 200));
             resign(&c, &key(5)).unwrap()
         };
-        let mut b = join_builder(5);
-        b.card = big_card;
-        let caps: Map<String, Value> = (0..32).map(|i| (format!("https://x.example/{i:0>150}"), json!({}))).collect();
-        b.invoke = Value::Object(caps);
-        assert!(matches!(GroupJoin::verify(&b.sign(&key(5)).unwrap(), now(), false), Err(Error::TooLarge { .. })));
+        let sized = |n: usize| {
+            let mut b = join_builder(5);
+            b.card = big_card.clone();
+            b.invoke = json!({"https://x.example/a": {"pad": ""}});
+            let len = crate::canon::to_vec(&b.sign(&key(5)).unwrap())
+                .unwrap()
+                .len();
+            b.invoke = json!({"https://x.example/a": {"pad": "p".repeat(n - len)}});
+            b.sign(&key(5)).unwrap()
+        };
+        let exact = sized(GROUP_JOIN_MAX_BYTES);
+        assert_eq!(
+            crate::canon::to_vec(&exact).unwrap().len(),
+            GROUP_JOIN_MAX_BYTES
+        );
+        GroupJoin::verify(&exact, now(), false).unwrap();
+        assert!(matches!(
+            GroupJoin::verify(&sized(GROUP_JOIN_MAX_BYTES + 1), now(), false),
+            Err(Error::TooLarge { .. })
+        ));
     }
 
     #[test]
@@ -779,20 +1130,55 @@ pub(crate) mod tests {
         let s0 = GroupState::verify(&state0()).unwrap();
         let d = GroupLeave::build(&s0, now(), &key(2)).unwrap();
         let l = GroupLeave::verify(&d).unwrap();
-        assert_eq!((&l.from, l.epoch, l.state.as_str()), (key(2).id(), 0, s0.hash.as_str()));
+        assert_eq!(
+            (&l.from, l.epoch, l.state.as_str()),
+            (key(2).id(), 0, s0.hash.as_str())
+        );
         let mut tampered = d.clone();
         tampered["epoch"] = json!(1);
         assert_eq!(GroupLeave::verify(&tampered), Err(Error::BadSignature));
-        let e = |f: &dyn Fn(&mut Map<String, Value>)| match GroupLeave::verify(&alter(&d, 2, f)).unwrap_err() {
+        let e = |f: &dyn Fn(&mut Map<String, Value>)| match GroupLeave::verify(&alter(&d, 2, f))
+            .unwrap_err()
+        {
             Error::Shape { field, .. } => field,
             Error::UnknownField(f) => format!("unknown {f}"),
             e => format!("{e:?}"),
         };
-        assert_eq!(e(&|m| { m["x"] = json!(1); }), "unknown x");
-        assert_eq!(e(&|m| { m["id"] = json!(JOIN_ID); }), "unknown id");
-        assert_eq!(e(&|m| { m["epoch"] = json!(-1); }), "epoch");
-        assert_eq!(e(&|m| { m["state"] = json!("abc"); }), "state");
-        assert_eq!(e(&|m| { m["group"] = json!("g"); }), "group");
-        assert_eq!(e(&|m| { m["type"] = json!("rdv/group-join"); }), "type");
+        assert_eq!(
+            e(&|m| {
+                m.insert("x".into(), json!(1));
+            }),
+            "unknown x"
+        );
+        assert_eq!(
+            e(&|m| {
+                m.insert("id".into(), json!(JOIN_ID));
+            }),
+            "unknown id"
+        );
+        assert_eq!(
+            e(&|m| {
+                m["epoch"] = json!(-1);
+            }),
+            "epoch"
+        );
+        assert_eq!(
+            e(&|m| {
+                m["state"] = json!("abc");
+            }),
+            "state"
+        );
+        assert_eq!(
+            e(&|m| {
+                m["group"] = json!("g");
+            }),
+            "group"
+        );
+        assert_eq!(
+            e(&|m| {
+                m["type"] = json!("rdv/group-join");
+            }),
+            "type"
+        );
     }
 }

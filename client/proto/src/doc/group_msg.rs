@@ -98,7 +98,9 @@ impl GroupMsgHeader {
                 let mut ids: Vec<AgentId> = Vec::with_capacity(list.len());
                 for (i, v) in list.iter().enumerate() {
                     let p = o.path(&format!("to[{i}]"));
-                    let s = v.as_str().ok_or_else(|| Error::shape(&p, "must be a string"))?;
+                    let s = v
+                        .as_str()
+                        .ok_or_else(|| Error::shape(&p, "must be a string"))?;
                     let id = AgentId::parse(s).map_err(|e| Error::shape(&p, e.to_string()))?;
                     if id == from || ids.contains(&id) {
                         return Err(Error::shape(p, "repeats a recipient or names the sender"));
@@ -185,7 +187,11 @@ fn heads(o: &mut Obj<'_>, from: &AgentId) -> Result<BTreeMap<AgentId, Head>> {
                 format!("must be [gseq ≥ 1, {GROUP_HEAD_HASH_LEN} lowercase hex digits]"),
             )
         };
-        let Some([n, hh]) = v.as_array().map(Vec::as_slice).and_then(|a| <&[Value; 2]>::try_from(a).ok()) else {
+        let Some([n, hh]) = v
+            .as_array()
+            .map(Vec::as_slice)
+            .and_then(|a| <&[Value; 2]>::try_from(a).ok())
+        else {
             return Err(bad());
         };
         let gseq = n.as_i64().filter(|n| *n >= 1).ok_or_else(bad)? as u64;
@@ -254,6 +260,7 @@ impl GroupMsgBuilder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::doc::group::tests::GROUP;
@@ -263,7 +270,13 @@ mod tests {
 
     fn builder(to: GroupTo) -> GroupMsgBuilder {
         let mut heads = BTreeMap::new();
-        heads.insert(key(2).id().clone(), Head { gseq: 7, hash16: "a1b2c3d4e5f60718".into() });
+        heads.insert(
+            key(2).id().clone(),
+            Head {
+                gseq: 7,
+                hash16: "a1b2c3d4e5f60718".into(),
+            },
+        );
         GroupMsgBuilder {
             group: GROUP.into(),
             epoch: 2,
@@ -279,7 +292,9 @@ mod tests {
     }
 
     fn board(gseq: u64, gprev: Option<String>) -> Value {
-        builder(GroupTo::Board { gseq, gprev }).sign(&body(), &key(1)).unwrap()
+        builder(GroupTo::Board { gseq, gprev })
+            .sign(&body(), &key(1))
+            .unwrap()
     }
 
     fn msg_err(msg: &Value) -> String {
@@ -305,7 +320,12 @@ mod tests {
         assert_eq!(b, body());
         let p = board(12, Some("d".repeat(64)));
         parse_group_msg(&p).unwrap();
-        let p = builder(GroupTo::Private(vec![key(2).id().clone(), key(3).id().clone()])).sign(&body(), &key(1)).unwrap();
+        let p = builder(GroupTo::Private(vec![
+            key(2).id().clone(),
+            key(3).id().clone(),
+        ]))
+        .sign(&body(), &key(1))
+        .unwrap();
         let (h, _) = parse_group_msg(&p).unwrap();
         assert!(!h.is_board());
         let mut t = p.clone();
@@ -318,82 +338,240 @@ mod tests {
         let p = board(1, None);
         let h = GroupMsgHeader::verify(&p["msg"]).unwrap();
         h.check_body(&body()).unwrap();
-        assert!(h.check_body(&json!({"type": "a2a/message", "message": {"text": "hellO"}})).is_err());
+        assert!(
+            h.check_body(&json!({"type": "a2a/message", "message": {"text": "hellO"}}))
+                .is_err()
+        );
         let no_type = json!({"message": 1});
-        let h2 = GroupMsgHeader::verify(&builder(GroupTo::Board { gseq: 1, gprev: None }).sign(&no_type, &key(1)).unwrap()["msg"]).unwrap();
-        assert!(matches!(h2.check_body(&no_type), Err(Error::Shape { field, .. }) if field == "body.type"));
+        let h2 = GroupMsgHeader::verify(
+            &builder(GroupTo::Board {
+                gseq: 1,
+                gprev: None,
+            })
+            .sign(&no_type, &key(1))
+            .unwrap()["msg"],
+        )
+        .unwrap();
+        assert!(
+            matches!(h2.check_body(&no_type), Err(Error::Shape { field, .. }) if field == "body.type")
+        );
         let arr = json!(["x"]);
-        let h3 = GroupMsgHeader::verify(&builder(GroupTo::Board { gseq: 1, gprev: None }).sign(&arr, &key(1)).unwrap()["msg"]).unwrap();
+        let h3 = GroupMsgHeader::verify(
+            &builder(GroupTo::Board {
+                gseq: 1,
+                gprev: None,
+            })
+            .sign(&arr, &key(1))
+            .unwrap()["msg"],
+        )
+        .unwrap();
         assert!(h3.check_body(&arr).is_err());
         // Body ≤ 24 KiB: at the bound passes, one past fails.
         let sized = |n: usize| {
-            let base = crate::canon::to_vec(&json!({"type": "x", "p": ""})).unwrap().len();
+            let base = crate::canon::to_vec(&json!({"type": "x", "p": ""}))
+                .unwrap()
+                .len();
             json!({"type": "x", "p": "y".repeat(n - base)})
         };
         let exact = sized(GROUP_MSG_BODY_MAX_BYTES);
-        let h = GroupMsgHeader::verify(&builder(GroupTo::Board { gseq: 1, gprev: None }).sign(&exact, &key(1)).unwrap()["msg"]).unwrap();
+        let h = GroupMsgHeader::verify(
+            &builder(GroupTo::Board {
+                gseq: 1,
+                gprev: None,
+            })
+            .sign(&exact, &key(1))
+            .unwrap()["msg"],
+        )
+        .unwrap();
         h.check_body(&exact).unwrap();
         let over = sized(GROUP_MSG_BODY_MAX_BYTES + 1);
-        let h = GroupMsgHeader::verify(&builder(GroupTo::Board { gseq: 1, gprev: None }).sign(&over, &key(1)).unwrap()["msg"]).unwrap();
+        let h = GroupMsgHeader::verify(
+            &builder(GroupTo::Board {
+                gseq: 1,
+                gprev: None,
+            })
+            .sign(&over, &key(1))
+            .unwrap()["msg"],
+        )
+        .unwrap();
         assert!(matches!(h.check_body(&over), Err(Error::TooLarge { .. })));
         // The payload itself is strict.
         let mut p2 = p.clone();
         p2["x"] = json!(1);
-        assert_eq!(parse_group_msg(&p2).unwrap_err(), Error::UnknownField("x".into()));
+        assert_eq!(
+            parse_group_msg(&p2).unwrap_err(),
+            Error::UnknownField("x".into())
+        );
     }
 
     #[test]
     fn gseq_gprev_rules() {
         let p = board(1, None);
-        assert_eq!(msg_err(&alter(&p, |m| { m["gprev"] = json!("d".repeat(64)); })), "gprev");
-        assert_eq!(msg_err(&alter(&p, |m| { m["gseq"] = json!(2); })), "gprev");
-        assert_eq!(msg_err(&alter(&p, |m| { m["gseq"] = json!(0); })), "gseq");
-        assert_eq!(msg_err(&alter(&p, |m| { m.remove("gseq"); })), "gseq");
-        assert_eq!(msg_err(&alter(&p, |m| { m.remove("gprev"); })), "gprev");
-        let private = builder(GroupTo::Private(vec![key(2).id().clone()])).sign(&body(), &key(1)).unwrap();
-        assert_eq!(msg_err(&alter(&private, |m| { m["gseq"] = json!(1); })), "gseq");
-        assert_eq!(msg_err(&alter(&private, |m| { m["gprev"] = Value::Null; })), "gseq");
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["gprev"] = json!("d".repeat(64));
+            })),
+            "gprev"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["gseq"] = json!(2);
+            })),
+            "gprev"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["gseq"] = json!(0);
+            })),
+            "gseq"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m.remove("gseq");
+            })),
+            "gseq"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m.remove("gprev");
+            })),
+            "gprev"
+        );
+        let private = builder(GroupTo::Private(vec![key(2).id().clone()]))
+            .sign(&body(), &key(1))
+            .unwrap();
+        assert_eq!(
+            msg_err(&alter(&private, |m| {
+                m.insert("gseq".into(), json!(1));
+            })),
+            "gseq"
+        );
+        assert_eq!(
+            msg_err(&alter(&private, |m| {
+                m.insert("gprev".into(), Value::Null);
+            })),
+            "gseq"
+        );
     }
 
     #[test]
     fn to_and_heads_rules() {
         let p = board(1, None);
-        let ids = |n: u8| -> Vec<Value> { (2..2 + n).map(|i| json!(key(i).id().as_str())).collect() };
-        let private = |list: Vec<Value>| alter(&p, |m| { m.remove("gseq"); m.remove("gprev"); m["to"] = json!(list); });
+        let ids =
+            |n: u8| -> Vec<Value> { (2..2 + n).map(|i| json!(key(i).id().as_str())).collect() };
+        let private = |list: Vec<Value>| {
+            alter(&p, |m| {
+                m.remove("gseq");
+                m.remove("gprev");
+                m["to"] = json!(list);
+            })
+        };
         GroupMsgHeader::verify(&private(ids(15))).unwrap();
         assert_eq!(msg_err(&private(ids(16))), "to");
         assert_eq!(msg_err(&private(vec![])), "to");
         let mut dup = ids(2);
         dup.push(dup[0].clone());
         assert_eq!(msg_err(&private(dup)), "to[2]");
-        assert_eq!(msg_err(&private(vec![json!(key(1).id().as_str())])), "to[0]");
+        assert_eq!(
+            msg_err(&private(vec![json!(key(1).id().as_str())])),
+            "to[0]"
+        );
         assert_eq!(msg_err(&private(vec![json!("rdv1:x")])), "to[0]");
-        assert_eq!(msg_err(&alter(&p, |m| { m["to"] = json!("all"); })), "to");
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["to"] = json!("all");
+            })),
+            "to"
+        );
         let h2 = format!("heads[{:?}]", key(2).id().as_str());
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"][key(2).id().as_str()] = json!([0, "a1b2c3d4e5f60718"]); })), h2);
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"][key(2).id().as_str()] = json!([1, "A1B2C3D4E5F60718"]); })), h2);
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"][key(2).id().as_str()] = json!([1, "a1b2c3d4e5f6071"]); })), h2);
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"][key(2).id().as_str()] = json!([1, "a1b2c3d4e5f60718", 3]); })), h2);
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"][key(1).id().as_str()] = json!([1, "a1b2c3d4e5f60718"]); })), format!("heads[{:?}]", key(1).id().as_str()));
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"]["bob"] = json!([1, "a1b2c3d4e5f60718"]); })), "heads[\"bob\"]");
-        assert_eq!(msg_err(&alter(&p, |m| { m["x"] = json!(1); })), "unknown x");
-        assert_eq!(msg_err(&alter(&p, |m| { m["body_hash"] = json!("x"); })), "body_hash");
-        assert_eq!(msg_err(&alter(&p, |m| { m["group"] = json!("g"); })), "group");
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"][key(2).id().as_str()] = json!([0, "a1b2c3d4e5f60718"]);
+            })),
+            h2
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"][key(2).id().as_str()] = json!([1, "A1B2C3D4E5F60718"]);
+            })),
+            h2
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"][key(2).id().as_str()] = json!([1, "a1b2c3d4e5f6071"]);
+            })),
+            h2
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"][key(2).id().as_str()] = json!([1, "a1b2c3d4e5f60718", 3]);
+            })),
+            h2
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"][key(1).id().as_str()] = json!([1, "a1b2c3d4e5f60718"]);
+            })),
+            format!("heads[{:?}]", key(1).id().as_str())
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"]["bob"] = json!([1, "a1b2c3d4e5f60718"]);
+            })),
+            "heads[\"bob\"]"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m.insert("x".into(), json!(1));
+            })),
+            "unknown x"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["body_hash"] = json!("x");
+            })),
+            "body_hash"
+        );
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["group"] = json!("g");
+            })),
+            "group"
+        );
     }
 
     #[test]
     fn header_size_bound() {
         let p = board(1, None);
-        let many: Map<String, Value> = (2..17u8).map(|i| (key(i).id().to_string(), json!([i64::from(i) * 1000, "a1b2c3d4e5f60718"]))).collect();
-        let d = alter(&p, |m| { m["heads"] = Value::Object(many.clone()); });
+        let many: Map<String, Value> = (2..17u8)
+            .map(|i| {
+                (
+                    key(i).id().to_string(),
+                    json!([i64::from(i) * 1000, "a1b2c3d4e5f60718"]),
+                )
+            })
+            .collect();
+        let d = alter(&p, |m| {
+            m["heads"] = Value::Object(many.clone());
+        });
         let len = crate::canon::to_vec(&d).unwrap().len();
         assert!(len <= GROUP_MSG_HEADER_MAX_BYTES, "{len}");
         GroupMsgHeader::verify(&d).unwrap();
         let mut more = many.clone();
         more.insert(key(17).id().to_string(), json!([1, "a1b2c3d4e5f60718"]));
-        assert_eq!(msg_err(&alter(&p, |m| { m["heads"] = Value::Object(more); })), "heads");
+        assert_eq!(
+            msg_err(&alter(&p, |m| {
+                m["heads"] = Value::Object(more);
+            })),
+            "heads"
+        );
         // Pad with an unknown member so only the size rule can refuse first.
-        let d = alter(&p, |m| { m["pad"] = json!("x".repeat(GROUP_MSG_HEADER_MAX_BYTES)); });
-        assert!(matches!(GroupMsgHeader::verify(&d), Err(Error::TooLarge { .. })));
+        let d = alter(&p, |m| {
+            m.insert("pad".into(), json!("x".repeat(GROUP_MSG_HEADER_MAX_BYTES)));
+        });
+        assert!(matches!(
+            GroupMsgHeader::verify(&d),
+            Err(Error::TooLarge { .. })
+        ));
     }
 }

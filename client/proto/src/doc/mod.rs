@@ -167,10 +167,7 @@ pub(crate) fn url_with_scheme(s: &str, scheme: &str, max_len: usize) -> bool {
 
 /// Builds an object from pairs.
 pub(crate) fn object(pairs: Vec<(&str, Value)>) -> Map<String, Value> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// Signs an object built from pairs.
@@ -188,6 +185,7 @@ pub(crate) fn time_value(t: Instant) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod testutil {
     use crate::keys::AgentKey;
     use crate::time::{Instant, parse_time};
@@ -207,6 +205,7 @@ pub(crate) mod testutil {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -227,6 +226,87 @@ mod tests {
         }
         assert!("Card".parse::<DocKind>().is_err());
         assert!("envelope".parse::<DocKind>().is_err());
+    }
+
+    #[test]
+    fn verify_doc_each_kind() {
+        use serde_json::json;
+        use testutil::{key, now, t};
+        let state = group::tests::state0();
+        let s0 = group::GroupState::verify(&state).unwrap();
+        let join = group::GroupJoinBuilder {
+            id: "3a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d".into(),
+            group: group::tests::GROUP.into(),
+            to: key(1).id().clone(),
+            invite_ref: None,
+            state: s0.hash.clone(),
+            card: card::tests::card(1),
+            invoke: json!({}),
+            max_frequency: "20/day".into(),
+            ts: now(),
+        }
+        .sign(&key(1))
+        .unwrap();
+        let msg = group_msg::GroupMsgBuilder {
+            group: group::tests::GROUP.into(),
+            epoch: 0,
+            state: s0.hash.clone(),
+            to: group_msg::GroupTo::Board {
+                gseq: 1,
+                gprev: None,
+            },
+            heads: Default::default(),
+            ts: now(),
+        }
+        .sign(&json!({"type": "rdv/note"}), &key(1))
+        .unwrap();
+        let invite_id = "2a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d";
+        let docs = [
+            (DocKind::Card, card::tests::card(1)),
+            (DocKind::ContactRequest, request::tests::request(1)),
+            (DocKind::ContactGrant, grant::tests::grant()),
+            (
+                DocKind::Revoke,
+                revoke::Revoke::build(invite_id, key(1).id(), now(), &key(2)).unwrap(),
+            ),
+            (DocKind::GroupState, state.clone()),
+            (
+                DocKind::GroupInvite,
+                group::GroupInvite::build(
+                    invite_id,
+                    key(5).id(),
+                    &state,
+                    "hi",
+                    t("2026-10-09T00:00:00Z"),
+                    now(),
+                    &key(1),
+                )
+                .unwrap(),
+            ),
+            (DocKind::GroupJoin, join),
+            (
+                DocKind::GroupLeave,
+                group::GroupLeave::build(&s0, now(), &key(2)).unwrap(),
+            ),
+            (DocKind::GroupMsgHeader, msg["msg"].clone()),
+        ];
+        for (kind, doc) in &docs {
+            assert_eq!(
+                verify_doc(*kind, doc, now()).unwrap(),
+                sign::hash(doc).unwrap(),
+                "{kind:?}"
+            );
+            let mut t = doc.clone();
+            t.as_object_mut().unwrap().insert("v".into(), json!(7));
+            assert_eq!(
+                verify_doc(*kind, &t, now()),
+                Err(Error::BadSignature),
+                "{kind:?}"
+            );
+        }
+        // A document of one kind is not another.
+        assert!(verify_doc(DocKind::Revoke, &docs[2].1, now()).is_err());
+        assert!(verify_doc(DocKind::GroupLeave, &docs[4].1, now()).is_err());
     }
 
     #[test]

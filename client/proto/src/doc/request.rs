@@ -124,12 +124,13 @@ impl RequestBuilder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
-    use crate::error::Error;
     use crate::doc::card::tests::card;
     use crate::doc::resign;
     use crate::doc::testutil::{key, now, t};
+    use crate::error::Error;
 
     pub const REQ_ID: &str = "6f1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 
@@ -169,52 +170,160 @@ pub(crate) mod tests {
         assert_eq!(r.to_hint_address().unwrap().canon(), "john@doe.com");
         assert!(!r.probe_expired(now()));
         assert!(r.probe_expired(t("2026-10-22T11:00:00Z")));
-        let r = ContactRequest::verify(&with(|m| { m.insert("to_hint".into(), Value::Null); }), now(), false).unwrap();
+        let r = ContactRequest::verify(
+            &with(|m| {
+                m.insert("to_hint".into(), Value::Null);
+            }),
+            now(),
+            false,
+        )
+        .unwrap();
         assert!(r.to_hint.is_none());
-        ContactRequest::verify(&with(|m| { m.remove("to_hint"); }), now(), false).unwrap();
+        ContactRequest::verify(
+            &with(|m| {
+                m.remove("to_hint");
+            }),
+            now(),
+            false,
+        )
+        .unwrap();
     }
 
     #[test]
     fn tampered_fails_signature() {
         let mut d = request(1);
         d["greeting"] = json!("hi");
-        assert_eq!(ContactRequest::verify(&d, now(), false), Err(Error::BadSignature));
+        assert_eq!(
+            ContactRequest::verify(&d, now(), false),
+            Err(Error::BadSignature)
+        );
         let mut d = request(1);
         d["from"] = json!(key(2).id().as_str());
-        assert_eq!(ContactRequest::verify(&d, now(), false), Err(Error::BadSignature));
+        assert_eq!(
+            ContactRequest::verify(&d, now(), false),
+            Err(Error::BadSignature)
+        );
     }
 
     #[test]
     fn rules() {
-        assert_eq!(field_err(&with(|m| { m["id"] = json!("req-1"); })), "id");
-        assert_eq!(field_err(&with(|m| { m["id"] = json!(REQ_ID.to_uppercase()); })), "id");
-        assert_eq!(field_err(&with(|m| { m["type"] = json!("rdv/contact-grant"); })), "type");
-        assert_eq!(field_err(&with(|m| { m["v"] = json!(2); })), "v");
-        assert_eq!(field_err(&with(|m| { m["x"] = json!(1); })), "unknown x");
-        assert_eq!(field_err(&with(|m| { m["card"] = card(2); })), "card");
-        assert_eq!(field_err(&with(|m| { m["card"] = json!(crate::canon::to_string(&card(1)).unwrap()); })), "card");
+        assert_eq!(
+            field_err(&with(|m| {
+                m["id"] = json!("req-1");
+            })),
+            "id"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["id"] = json!(REQ_ID.to_uppercase());
+            })),
+            "id"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["type"] = json!("rdv/contact-grant");
+            })),
+            "type"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["v"] = json!(2);
+            })),
+            "v"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m.insert("x".into(), json!(1));
+            })),
+            "unknown x"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = card(2);
+            })),
+            "card"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = json!(crate::canon::to_string(&card(1)).unwrap());
+            })),
+            "card"
+        );
         let mut bad_card = card(1);
         bad_card["created"] = json!("2026-10-09T00:00:00Z");
-        assert_eq!(field_err(&with(|m| { m["card"] = bad_card; })), "BadSignature");
-        let expired = resign(&{ let mut c = card(1); c["expires"] = json!("2026-10-08T00:00:01Z"); c }, &key(1)).unwrap();
-        assert_eq!(field_err(&with(|m| { m["card"] = expired; })), "Expired");
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = bad_card;
+            })),
+            "BadSignature"
+        );
+        let expired = resign(
+            &{
+                let mut c = card(1);
+                c["expires"] = json!("2026-10-08T00:00:01Z");
+                c
+            },
+            &key(1),
+        )
+        .unwrap();
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = expired;
+            })),
+            "Expired"
+        );
         let mut unk = card(1);
         unk["x"] = json!(1);
         let unk = resign(&unk, &key(1)).unwrap();
-        assert_eq!(field_err(&with(|m| { m["card"] = unk; })), "unknown card.x");
-        assert_eq!(field_err(&with(|m| { m["ts"] = json!("now"); })), "ts");
-        assert_eq!(field_err(&with(|m| { m["to_hint"] = json!(5); })), "to_hint");
-        assert_eq!(field_err(&with(|m| { m["capabilities_offered"] = json!(["x".repeat(201)]); })), "capabilities_offered[0]");
+        assert_eq!(
+            field_err(&with(|m| {
+                m["card"] = unk;
+            })),
+            "unknown card.x"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["ts"] = json!("now");
+            })),
+            "ts"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["to_hint"] = json!(5);
+            })),
+            "to_hint"
+        );
+        assert_eq!(
+            field_err(&with(|m| {
+                m["capabilities_offered"] = json!(["x".repeat(201)]);
+            })),
+            "capabilities_offered[0]"
+        );
         let caps: Vec<String> = (0..33).map(|i| i.to_string()).collect();
-        assert_eq!(field_err(&with(|m| { m["capabilities_offered"] = json!(caps); })), "capabilities_offered");
+        assert_eq!(
+            field_err(&with(|m| {
+                m["capabilities_offered"] = json!(caps);
+            })),
+            "capabilities_offered"
+        );
     }
 
     #[test]
     fn bounds() {
-        let ok = |f: &dyn Fn(&mut serde_json::Map<String, Value>)| ContactRequest::verify(&with(f), now(), false).is_ok();
-        assert!(ok(&|m| { m["greeting"] = json!("é".repeat(REQUEST_GREETING_MAX)); }));
-        assert!(!ok(&|m| { m["greeting"] = json!("é".repeat(REQUEST_GREETING_MAX + 1)); }));
-        assert!(ok(&|m| { m["to_hint"] = json!("a".repeat(ADDRESS_MAX_LEN)); }));
-        assert!(!ok(&|m| { m["to_hint"] = json!("a".repeat(ADDRESS_MAX_LEN + 1)); }));
+        let ok = |f: &dyn Fn(&mut serde_json::Map<String, Value>)| {
+            ContactRequest::verify(&with(f), now(), false).is_ok()
+        };
+        assert!(ok(&|m| {
+            m["greeting"] = json!("é".repeat(REQUEST_GREETING_MAX));
+        }));
+        assert!(!ok(&|m| {
+            m["greeting"] = json!("é".repeat(REQUEST_GREETING_MAX + 1));
+        }));
+        assert!(ok(&|m| {
+            m["to_hint"] = json!("a".repeat(ADDRESS_MAX_LEN));
+        }));
+        assert!(!ok(&|m| {
+            m["to_hint"] = json!("a".repeat(ADDRESS_MAX_LEN + 1));
+        }));
     }
 }

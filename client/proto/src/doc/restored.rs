@@ -95,6 +95,7 @@ impl RestoredAck {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::doc::testutil::t;
@@ -102,9 +103,15 @@ mod tests {
 
     #[test]
     fn restored_round_trip_and_shape() {
-        let r = Restored { in_seq: 17, backup_created: Some(t("2026-10-20T08:00:00Z")) };
+        let r = Restored {
+            in_seq: 17,
+            backup_created: Some(t("2026-10-20T08:00:00Z")),
+        };
         assert_eq!(Restored::parse(&r.to_value()).unwrap(), r);
-        let r0 = Restored { in_seq: 0, backup_created: None };
+        let r0 = Restored {
+            in_seq: 0,
+            backup_created: None,
+        };
         assert_eq!(Restored::parse(&r0.to_value()).unwrap(), r0);
         let spec = json!({"type": "rdv/restored", "v": 1, "in_seq": 17, "backup_created": "2026-10-20T08:00:00.000Z"});
         assert_eq!(Restored::parse(&spec).unwrap().in_seq, 17);
@@ -113,31 +120,60 @@ mod tests {
             f(&mut v);
             Restored::parse(&v).unwrap_err()
         };
-        assert!(matches!(bad(&|v| v["in_seq"] = json!(-1)), Error::Shape { field, .. } if field == "in_seq"));
-        assert!(matches!(bad(&|v| v["in_seq"] = json!("1")), Error::Shape { field, .. } if field == "in_seq"));
-        assert!(matches!(bad(&|v| { v.as_object_mut().unwrap().remove("backup_created"); }), Error::Shape { field, .. } if field == "backup_created"));
-        assert!(matches!(bad(&|v| v["backup_created"] = json!("yesterday")), Error::Shape { field, .. } if field == "backup_created"));
+        assert!(
+            matches!(bad(&|v| v["in_seq"] = json!(-1)), Error::Shape { field, .. } if field == "in_seq")
+        );
+        assert!(
+            matches!(bad(&|v| v["in_seq"] = json!("1")), Error::Shape { field, .. } if field == "in_seq")
+        );
+        assert!(
+            matches!(bad(&|v| { v.as_object_mut().unwrap().remove("backup_created"); }), Error::Shape { field, .. } if field == "backup_created")
+        );
+        assert!(
+            matches!(bad(&|v| v["backup_created"] = json!("yesterday")), Error::Shape { field, .. } if field == "backup_created")
+        );
         assert!(matches!(bad(&|v| v["v"] = json!(2)), Error::Shape { field, .. } if field == "v"));
-        assert!(matches!(bad(&|v| v["type"] = json!("rdv/restored-ack")), Error::Shape { field, .. } if field == "type"));
+        assert!(
+            matches!(bad(&|v| v["type"] = json!("rdv/restored-ack")), Error::Shape { field, .. } if field == "type")
+        );
         assert_eq!(bad(&|v| v["x"] = json!(1)), Error::UnknownField("x".into()));
     }
 
     #[test]
     fn ack_round_trip_and_shape() {
-        let a = RestoredAck { notice: "a".repeat(64), from_seq: 9, prev: Some("b".repeat(64)), floor: t("2026-10-20T08:00:00Z") };
+        let a = RestoredAck {
+            notice: "a".repeat(64),
+            from_seq: 9,
+            prev: Some("b".repeat(64)),
+            floor: t("2026-10-20T08:00:00Z"),
+        };
         assert_eq!(RestoredAck::parse(&a.to_value()).unwrap(), a);
-        let a1 = RestoredAck { prev: None, from_seq: 1, ..a.clone() };
+        let a1 = RestoredAck {
+            prev: None,
+            from_seq: 1,
+            ..a.clone()
+        };
         assert_eq!(RestoredAck::parse(&a1.to_value()).unwrap(), a1);
         let bad = |f: &dyn Fn(&mut Value)| {
             let mut v = a.to_value();
             f(&mut v);
             RestoredAck::parse(&v).unwrap_err()
         };
-        assert!(matches!(bad(&|v| v["from_seq"] = json!(0)), Error::Shape { field, .. } if field == "from_seq"));
-        assert!(matches!(bad(&|v| v["notice"] = json!("A".repeat(64))), Error::Shape { field, .. } if field == "notice"));
-        assert!(matches!(bad(&|v| v["prev"] = json!("abc")), Error::Shape { field, .. } if field == "prev"));
-        assert!(matches!(bad(&|v| { v.as_object_mut().unwrap().remove("prev"); }), Error::Shape { field, .. } if field == "prev"));
-        assert!(matches!(bad(&|v| v["floor"] = Value::Null), Error::Shape { field, .. } if field == "floor"));
+        assert!(
+            matches!(bad(&|v| v["from_seq"] = json!(0)), Error::Shape { field, .. } if field == "from_seq")
+        );
+        assert!(
+            matches!(bad(&|v| v["notice"] = json!("A".repeat(64))), Error::Shape { field, .. } if field == "notice")
+        );
+        assert!(
+            matches!(bad(&|v| v["prev"] = json!("abc")), Error::Shape { field, .. } if field == "prev")
+        );
+        assert!(
+            matches!(bad(&|v| { v.as_object_mut().unwrap().remove("prev"); }), Error::Shape { field, .. } if field == "prev")
+        );
+        assert!(
+            matches!(bad(&|v| v["floor"] = Value::Null), Error::Shape { field, .. } if field == "floor")
+        );
         assert_eq!(bad(&|v| v["x"] = json!(1)), Error::UnknownField("x".into()));
     }
 }

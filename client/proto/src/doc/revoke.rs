@@ -58,6 +58,7 @@ impl Revoke {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::doc::resign;
@@ -73,7 +74,10 @@ mod tests {
     #[test]
     fn valid_and_tampered() {
         let r = Revoke::verify(&revoke()).unwrap();
-        assert_eq!((&r.from, &r.to, r.id.as_str()), (key(2).id(), key(1).id(), ID));
+        assert_eq!(
+            (&r.from, &r.to, r.id.as_str()),
+            (key(2).id(), key(1).id(), ID)
+        );
         let mut d = revoke();
         d["to"] = json!(key(3).id().as_str());
         assert_eq!(Revoke::verify(&d), Err(Error::BadSignature));
@@ -90,9 +94,16 @@ mod tests {
             };
             Revoke::verify(&resign(&d, &key(2)).unwrap()).unwrap_err()
         };
-        assert_eq!(alter("reason", Some(json!("spam"))), Error::UnknownField("reason".into()));
-        assert!(matches!(alter("id", Some(json!("r1"))), Error::Shape { field, .. } if field == "id"));
-        assert!(matches!(alter("type", Some(json!("rdv/contact-grant"))), Error::Shape { field, .. } if field == "type"));
+        assert_eq!(
+            alter("reason", Some(json!("spam"))),
+            Error::UnknownField("reason".into())
+        );
+        assert!(
+            matches!(alter("id", Some(json!("r1"))), Error::Shape { field, .. } if field == "id")
+        );
+        assert!(
+            matches!(alter("type", Some(json!("rdv/contact-grant"))), Error::Shape { field, .. } if field == "type")
+        );
         assert!(matches!(alter("to", None), Error::Shape { field, .. } if field == "to"));
         assert!(matches!(alter("ts", None), Error::Shape { field, .. } if field == "ts"));
         assert!(matches!(alter("v", Some(json!(2))), Error::Shape { field, .. } if field == "v"));
