@@ -139,3 +139,25 @@ pub const GROUP_MSG_BODY_MAX_BYTES: usize = 24 * 1024;
 pub const GROUP_MSG_MAX_PRIVATE_TO: usize = 15;
 /// §7.8.3: a heads entry carries the first 16 hex digits of a header hash.
 pub const GROUP_HEAD_HASH_LEN: usize = 16;
+
+/// §4.5 (issue #3): the directory's OPRF suite (RFC 9497 VOPRF, P256-SHA256).
+pub const DIR_OPRF_SUITE: &str = "P256-SHA256";
+/// §4.5 (issue #3): the OPRF mode, verifiable so a per-user key is detectable.
+pub const DIR_OPRF_MODE: &str = "voprf";
+/// §4.5 (issue #3): `lookup_id = SHA-256(DIR_LOOKUP_PREFIX ‖ y)`.
+pub const DIR_LOOKUP_PREFIX: &[u8] = b"rdv1/dir/lookup:";
+/// §4.5 (issue #3): `seal_key = HKDF-SHA256(ikm = y, info = DIR_SEAL_INFO)`.
+pub const DIR_SEAL_INFO: &[u8] = b"rdv1/dir/seal";
+/// §4.5 (issue #3): `type` of a signed listing and of a signed removal.
+pub const DIR_LISTING_TYPE: &str = "rdv/dir-listing";
+pub const DIR_REMOVE_TYPE: &str = "rdv/dir-remove";
+/// §4.5 (issue #3): a sealed card's plaintext is padded with spaces to a
+/// multiple of this, so listing sizes do not tell cards apart.
+pub const DIR_SEAL_PAD: usize = 1024;
+/// §4.5 (issue #3): a listing document is at most 24 KiB (a 16 KiB card,
+/// padded, sealed and base64-encoded, plus the signed header).
+pub const DIR_LISTING_MAX_BYTES: usize = 24 * 1024;
+/// §4.5 (issue #3): a listing lives at most 30 days past its `updated`.
+pub const DIR_LISTING_MAX_LIFETIME_SECS: i64 = 30 * 24 * 3600;
+/// §4.5 (issue #3): `updated` at most 5 minutes ahead of the server clock.
+pub const DIR_MAX_AHEAD_SECS: i64 = 5 * 60;

@@ -39,6 +39,7 @@ pub fn generate() -> Result<Vec<(&'static str, Value)>> {
         ("envelopes", envelope_vectors()?),
         ("nostr", nostr_vectors()?),
         ("documents", document_vectors()?),
+        ("mail", mail_vectors()?),
     ];
     Ok(out)
 }
@@ -612,6 +613,39 @@ fn document_vectors() -> Result<Value> {
     }))
 }
 
+/// §5.2.1: a probe carried in mail, quoted-printable and base64, and the
+/// block both must yield.
+fn mail_vectors() -> Result<Value> {
+    use crate::mailblock::{MailParams, TransferEncoding, compose, probe_payload};
+    let docs = document_vectors()?;
+    let request = docs["valid"]
+        .as_array()
+        .and_then(|v| v.iter().find(|c| c["kind"] == "contact-request"))
+        .map(|c| c["doc"].clone())
+        .ok_or_else(|| crate::Error::shape("vectors", "no request"))?;
+    let payload = probe_payload(&request);
+    let mut mails = Vec::new();
+    for (name, encoding) in [("quoted-printable", TransferEncoding::QuotedPrintable), ("base64", TransferEncoding::Base64)] {
+        let p = MailParams {
+            from: "alice@example.org",
+            to: "bob@example.net",
+            date: parse_time("date", "2026-10-08T00:10:00Z")?,
+            message_id: "<probe-0001@example.org>",
+            encoding,
+            subject_line: None,
+            intro: None,
+        };
+        let raw = compose(&payload, &p)?;
+        mails.push(json!({"encoding": name, "message": String::from_utf8_lossy(&raw)}));
+    }
+    Ok(json!({
+        "description": "§5.2.1: a mailbox probe as composed mail (CRLF line ends). Extracting the RDV/1 block from either message yields exactly `block` (one line of canonical JSON), whose `request` verifies as a contact request at `now`.",
+        "now": NOW,
+        "block": canon::to_string(&payload)?,
+        "messages": mails,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -677,6 +711,16 @@ mod tests {
                 "{}",
                 c["name"]
             );
+        }
+    }
+
+    /// Both composed probe mails yield the same block.
+    #[test]
+    fn mail_vectors_extract() {
+        let v = mail_vectors().unwrap();
+        for m in v["messages"].as_array().unwrap() {
+            let block = crate::mailblock::extract_block(m["message"].as_str().unwrap().as_bytes()).unwrap();
+            assert_eq!(canon::to_string(&block).unwrap(), v["block"].as_str().unwrap());
         }
     }
 }
