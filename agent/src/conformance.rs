@@ -69,6 +69,18 @@ fn time_arg(name: &'static str, s: &Option<String>, now: Instant) -> Result<Inst
     }
 }
 
+/// `seal --created`: envelopes carry whole seconds, so a fraction would be
+/// silently lost; refuse it instead.
+fn created_arg(s: &Option<String>, now: Instant) -> Result<Instant> {
+    let t = time_arg("created", s, now)?;
+    if s.is_some() && t.nanosecond() != 0 {
+        return Err(Error::Input(
+            "--created must be whole seconds (YYYY-MM-DDTHH:MM:SSZ)".into(),
+        ));
+    }
+    Ok(t)
+}
+
 fn keygen(hex_seed: &str) -> Result<Vec<u8>> {
     let k = seed(hex_seed)?;
     let nostr = k.nostr_keys()?;
@@ -108,7 +120,7 @@ fn verify(a: &VerifyArgs, stdin: &[u8], ctx: &Ctx<'_>) -> Result<Vec<u8>> {
 fn seal(a: &SealArgs, stdin: &[u8], ctx: &mut Ctx<'_>) -> Result<Vec<u8>> {
     let key = seed(&a.seed)?;
     let to = AgentId::parse(&a.to)?;
-    let created = time_arg("created", &a.created, ctx.now)?;
+    let created = created_arg(&a.created, ctx.now)?;
     let mut p = SealParams::new(&key, &to, a.seq, a.prev.as_deref(), created, ctx.rng);
     p.ttl = &a.ttl;
     if let (Some(e), Some(n)) = (&a.ephemeral_seed, &a.nonce) {

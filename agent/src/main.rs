@@ -8,10 +8,34 @@ use rdv_agent::cli::{Cli, Command, ProtoCommand};
 use rdv_agent::conformance::{self, Ctx, STDIN_MAX_BYTES};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match cli.command {
         Command::Proto(cmd) => proto(&cmd),
     }
+}
+
+/// `--help` and `--version` print as usual. Under `rdv proto`, a bad
+/// argument is invalid input like any other: exit 1 with one JSON line
+/// (docs/conformance.md); elsewhere clap's usual message and exit code.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let display_only = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand;
+    let conformance = std::env::args().nth(1).as_deref() == Some("proto");
+    if display_only || !conformance {
+        e.exit();
+    }
+    let first = e.to_string();
+    let reason = first
+        .lines()
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ");
+    eprintln!("{}", serde_json::json!({ "error": reason }));
+    ExitCode::FAILURE
 }
 
 fn proto(cmd: &ProtoCommand) -> ExitCode {

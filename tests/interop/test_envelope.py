@@ -223,7 +223,7 @@ def test_oversize_ciphertext_refused_before_signature(rdv):
 @pytest.mark.parametrize("ttl,ok", [("7d", True), ("168h", True), ("10080m", True), ("604800s", True),
                                     ("1s", True), ("48h", True),
                                     ("8d", False), ("169h", False), ("10081m", False), ("604801s", False),
-                                    ("365d", False)])
+                                    ("365d", False), ("048h", False), ("0s", False), ("00h", False)])
 def test_ttl_limit(rdv, ttl, ok):
     now = "2026-10-08T12:00:00Z"
     env = envelope.seal(A, B.id, 1, {"type": "x"}, created=cases.CREATED, ttl=ttl, check=False)
@@ -277,7 +277,7 @@ def test_chain_across_implementations(rdv):
 
 
 @pytest.mark.parametrize("seq,prev,ttl", [
-    ("0", None, None), ("-1", None, None), ("2", None, None), ("1", PREV, None), ("2", PREV.upper(), None),
+    ("0", None, None), ("2", None, None), ("1", PREV, None), ("2", PREV.upper(), None),
     ("2", "ab" * 31, None), ("1", None, "8d"), ("1", None, "169h"), ("1", None, "48"), ("1", None, "2w"),
 ])
 def test_seal_refuses_bad_header_arguments(rdv, seq, prev, ttl):
@@ -292,3 +292,17 @@ def test_seal_refuses_bad_header_arguments(rdv, seq, prev, ttl):
 @pytest.mark.parametrize("payload", [b"[1]", b'"x"', b"1", b"null", b'{"a":1.0}', b"{"])
 def test_seal_refuses_non_object_payload(rdv, payload):
     rdv.refused(seal_args(A, B, 1), payload)
+
+
+
+@pytest.mark.parametrize("created", ["2026-10-08T12:00:00+00:00", "2026-10-08t12:00:00z", "2026-10-08T14:00:00+02:00",
+                                     "2026-10-08 12:00:00Z"])
+def test_created_must_be_utc_z_form(rdv, created):
+    """Pinned: a signed time has one spelling per instant (RFC 3339, UTC, upper-case T and Z)."""
+    env = envelope.seal(A, B.id, 1, {"type": "x"}, created=cases.CREATED, check=False)
+    env = dict(env, created=created)
+    del env["sig"]
+    env = docs.sign(env, A.seed)
+    with pytest.raises(Exception):
+        py_open(B, env, "2026-10-08T12:01:00Z")
+    rdv.refused(open_args(B, "2026-10-08T12:01:00Z"), canon.dumps(env))

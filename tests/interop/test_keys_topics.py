@@ -54,6 +54,14 @@ VALID_ADDRESSES = [
     "+1",
     "+0",
     "+(1)-(2)",
+    "+ 1 2",
+    "alice@example.com\ufeff",     # U+FEFF is Cf, neither White_Space nor a control: it stays
+    "alice@example.com\u200e",
+    "alice@ex\u180eample.com",      # U+180E left White_Space in Unicode 6.3
+    "\u0130@x.tr",                  # İ lowercases to i + U+0307
+    "\u01c5@x",                     # titlecase ǅ lowercases to ǆ
+    "\uff21\uff2c\uff29\uff23\uff25@x",  # fullwidth letters lowercase to fullwidth
+    "a@b\u0085",                   # U+0085 is White_Space: trimmed
 ]
 
 INVALID_ADDRESSES = [
@@ -62,6 +70,8 @@ INVALID_ADDRESSES = [
     "alice@", "@", "al ice@example.com", "alice@exa mple.com", "alice@exa\u00a0mple.com",
     "alice\u2003@example.com", "alice@exa\u0001mple.com", "alice@example.com\u007f", "\u0080alice@example.com",
     "alice@exa\tmple.com", "1-555-123-4567",
+    # U+001C..U+001F are not White_Space (though Python's str.isspace() says so): never trimmed
+    "\x1calice@example.com", "alice@example.com\x1f", "+1\x1f555", "\x1c+1", "a\u0085b@c",
 ]
 
 

@@ -76,12 +76,28 @@ def test_card_event_from_rdv_verifies_in_python(rdv, topic_of):
     nostr.verify_event(ev)
 
 
+REPORT_FIELDS = ("ok", "id", "pubkey", "kind", "tags", "content", "carries")
+
+
+def _listed(report: dict) -> dict:
+    missing = [f for f in REPORT_FIELDS if f not in report]
+    assert not missing, f"nostr-verify report lacks {missing}: {report}"
+    return {f: report[f] for f in REPORT_FIELDS}
+
+
 def test_python_envelope_event_accepted_by_rdv(rdv):
     env = _env()
     ev = nostr.envelope_event(A, env, created_at=T0)
     got = rdv.ok_json(["proto", "nostr-verify"], json.dumps(ev).encode())
-    assert got == {"ok": True, "id": ev["id"], "pubkey": ev["pubkey"], "kind": 30417, "tags": ev["tags"],
-                   "content": ev["content"]}
+    assert _listed(got) == {"ok": True, "id": ev["id"], "pubkey": ev["pubkey"], "kind": 30417, "tags": ev["tags"],
+                            "content": ev["content"], "carries": "envelope"}
+
+
+def test_nostr_verify_report_members(rdv):
+    """The CLI table lists exactly ok, id, pubkey, kind, tags and content."""
+    ev = nostr.envelope_event(A, _env(), created_at=T0)
+    got = rdv.ok_json(["proto", "nostr-verify"], json.dumps(ev).encode())
+    assert set(got) == set(REPORT_FIELDS), f"unexpected members {sorted(set(got) - set(REPORT_FIELDS))}"
 
 
 def test_python_card_event_accepted_by_rdv(rdv):
@@ -89,23 +105,75 @@ def test_python_card_event_accepted_by_rdv(rdv):
     topic = ids.dtopic("Alice@Example.com")
     ev = nostr.card_event(A, card, topic, created_at=T0)
     got = rdv.ok_json(["proto", "nostr-verify"], json.dumps(ev, ensure_ascii=False).encode())
-    assert got["ok"] is True and got["id"] == ev["id"] and got["tags"] == ev["tags"]
-    assert got["content"] == ev["content"]
+    assert _listed(got) == {"ok": True, "id": ev["id"], "pubkey": ev["pubkey"], "kind": 30417, "tags": ev["tags"],
+                            "content": ev["content"], "carries": "card"}
 
 
-@pytest.mark.parametrize("content", [
+NASTY_NAMES = [
     "plain",
-    "",
-    'line\nbreak "quoted" back\\slash carriage\rreturn tab\tbackspace\bformfeed\f',
+    'line\nbreak "quoted" back\\slash carriage\rreturn tab\tbackspace\bformfeed\f \u0001',
     "unicode é ж 😀 \u2028 \u2029 \u007f \ufeff",
     '{"a":"\\u0001","b":"\\n"}',
-])
-def test_nip01_escaping_agrees(rdv, content):
-    """Events whose content needs NIP-01's escapes: rdv must compute the same id."""
-    tags = [["p", B.ed_pub.hex()], ["d", "x\n\"y\"\\z"], ["t", "é😀"]]
-    ev = nostr.build_event(A, tags, content, created_at=T0)
-    got = rdv.ok_json(["proto", "nostr-verify"], json.dumps(ev).encode())
-    assert got["id"] == ev["id"] and got["content"] == content and got["tags"] == tags
+]
+
+
+@pytest.mark.parametrize("name", NASTY_NAMES)
+@pytest.mark.parametrize("ascii_json", [True, False])
+def test_nip01_escaping_agrees(rdv, name, ascii_json):
+    """Card events whose content needs NIP-01 escaping (quotes, backslashes, non-ASCII): same id both ways."""
+    card = cases.minimal_card(A.id)
+    card["owner"] = {"name": name, "contact": ["mailto:a@example.com"]}
+    card = docs.sign(card, A.seed)
+    topic = ids.dtopic("a@example.com")
+    ev = nostr.card_event(A, card, topic, created_at=T0)
+    got = rdv.ok_json(["proto", "nostr-verify"], json.dumps(ev, ensure_ascii=ascii_json).encode())
+    assert got["id"] == ev["id"] and got["content"] == ev["content"] and got["tags"] == ev["tags"]
+    mine = rdv.ok_json(["proto", "nostr-event", "--seed", A.seed.hex(), "--card", "--topic", topic,
+                        "--created-at", str(T0)], canon.dumps(card))
+    assert mine["id"] == ev["id"] and mine["content"] == ev["content"]
+    nostr.verify_event(mine)
+
+
+def _carrier_cases():
+    """Events with a valid NIP-01 id and BIP-340 sig, checked against the §6.2 carrier rules."""
+    env = _env()
+    content = canon.dumps(env).decode()
+    h = docs.doc_hash(env)
+    p = B.ed_pub.hex()
+    card = docs.sign(cases.minimal_card(A.id), A.seed)
+    cc = canon.dumps(card).decode()
+    topic = ids.dtopic("a@example.com")
+    import hashlib
+    yield "envelope", True, [["p", p], ["d", h]], content, 30417
+    yield "card pointer", True, [["t", topic], ["d", "rdv1/card:" + topic]], cc, 30417
+    yield "card on idtopic", True, [["t", ids.idtopic(A.id)], ["d", "rdv1/card:" + ids.idtopic(A.id)]], cc, 30417
+    yield "topic, d = sha256(content)", True, [["t", topic], ["d", hashlib.sha256(cc.encode()).hexdigest()]], cc, 30417
+    yield "envelope, wrong kind", False, [["p", p], ["d", h]], content, 1
+    yield "envelope, wrong d", False, [["p", p], ["d", "ab" * 32]], content, 30417
+    yield "envelope, no d", False, [["p", p]], content, 30417
+    yield "envelope, p of another key", False, [["p", A.ed_pub.hex()], ["d", h]], content, 30417
+    yield "envelope, p and t", False, [["p", p], ["t", topic], ["d", h]], content, 30417
+    yield "envelope, content not JSON", False, [["p", p], ["d", h]], "hello", 30417
+    yield "card, d of another topic", False, [["t", topic], ["d", "rdv1/card:" + "a" * 26]], cc, 30417
+    yield "card, t not a topic", False, [["t", "abc"], ["d", "rdv1/card:abc"]], cc, 30417
+    yield "no tags", False, [], cc, 30417
+
+
+CARRIER_CASES = [c[0] for c in _carrier_cases()]
+
+
+@pytest.mark.parametrize("case", CARRIER_CASES)
+def test_carrier_rules_agree(rdv, case):
+    _, ok, tags, content, kind = next(c for c in _carrier_cases() if c[0] == case)
+    ev = nostr.build_event(A, tags, content, created_at=T0, kind=kind)
+    nostr.verify_event(ev)  # NIP-01 and BIP-340 hold in every case
+    if ok:
+        nostr.check_carrier(ev)
+        assert _listed(rdv.ok_json(["proto", "nostr-verify"], json.dumps(ev).encode()))["id"] == ev["id"]
+    else:
+        with pytest.raises(nostr.EventError):
+            nostr.check_carrier(ev)
+        rdv.refused(["proto", "nostr-verify"], json.dumps(ev).encode())
 
 
 @pytest.mark.parametrize("seed", cases.SEEDS[:6])
@@ -119,7 +187,7 @@ def test_events_from_many_keys(rdv, seed):
     nostr.verify_event(ev)
     mine = nostr.card_event(k, card, topic, created_at=T0 + 1)
     assert mine["id"] == ev["id"]
-    rdv.ok_json(["proto", "nostr-verify"], json.dumps(mine).encode())
+    assert _listed(rdv.ok_json(["proto", "nostr-verify"], json.dumps(mine).encode()))["id"] == mine["id"]
 
 
 def _bad_events(ev):

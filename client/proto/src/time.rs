@@ -10,12 +10,20 @@ use crate::error::{Error, Result};
 /// An instant, as every document carries it: an RFC 3339 string.
 pub type Instant = OffsetDateTime;
 
-/// Parses an RFC 3339 date-time (any offset, fractional seconds allowed).
+/// Parses a document timestamp: RFC 3339 in UTC, upper-case `T` and `Z`,
+/// fractional seconds allowed (§4.6 pinned in docs/conformance.md: a signed
+/// time has one spelling per instant and zone).
 pub fn parse_time(field: &str, s: &str) -> Result<Instant> {
-    if s.len() > 40 {
-        return Err(Error::shape(field, "not an RFC 3339 date-time"));
+    let bad = || {
+        Error::shape(
+            field,
+            "not an RFC 3339 UTC date-time (YYYY-MM-DDTHH:MM:SS[.fff]Z)",
+        )
+    };
+    if s.len() > 40 || s.as_bytes().get(10) != Some(&b'T') || !s.ends_with('Z') {
+        return Err(bad());
     }
-    OffsetDateTime::parse(s, &Rfc3339).map_err(|_| Error::shape(field, "not an RFC 3339 date-time"))
+    OffsetDateTime::parse(s, &Rfc3339).map_err(|_| bad())
 }
 
 /// Formats as RFC 3339 UTC with `Z`, whole seconds: how we write every timestamp.
@@ -122,8 +130,19 @@ mod tests {
     fn times_parse_and_format() {
         let t = parse_time("t", "2026-10-20T08:00:00.000Z").unwrap();
         assert_eq!(format_time(t), "2026-10-20T08:00:00Z");
-        let t2 = parse_time("t", "2026-10-20T10:00:00+02:00").unwrap();
+        let t2 = OffsetDateTime::parse("2026-10-20T10:00:00+02:00", &Rfc3339).unwrap();
         assert_eq!(t, t2, "compared as instants");
+        for bad in [
+            "2026-10-20T10:00:00+02:00",
+            "2026-10-20T08:00:00+00:00",
+            "2026-10-20t08:00:00z",
+            "2026-10-20 08:00:00Z",
+        ] {
+            assert!(
+                parse_time("t", bad).is_err(),
+                "{bad:?} accepted as a document time"
+            );
+        }
         for bad in [
             "2026-10-20",
             "2026-10-20T08:00:00",

@@ -625,7 +625,10 @@ fn mail_vectors() -> Result<Value> {
         .ok_or_else(|| crate::Error::shape("vectors", "no request"))?;
     let payload = probe_payload(&request);
     let mut mails = Vec::new();
-    for (name, encoding) in [("quoted-printable", TransferEncoding::QuotedPrintable), ("base64", TransferEncoding::Base64)] {
+    for (name, encoding) in [
+        ("quoted-printable", TransferEncoding::QuotedPrintable),
+        ("base64", TransferEncoding::Base64),
+    ] {
         let p = MailParams {
             from: "alice@example.org",
             to: "bob@example.net",
@@ -719,8 +722,12 @@ mod tests {
     fn mail_vectors_extract() {
         let v = mail_vectors().unwrap();
         for m in v["messages"].as_array().unwrap() {
-            let block = crate::mailblock::extract_block(m["message"].as_str().unwrap().as_bytes()).unwrap();
-            assert_eq!(canon::to_string(&block).unwrap(), v["block"].as_str().unwrap());
+            let block =
+                crate::mailblock::extract_block(m["message"].as_str().unwrap().as_bytes()).unwrap();
+            assert_eq!(
+                canon::to_string(&block).unwrap(),
+                v["block"].as_str().unwrap()
+            );
         }
     }
 }

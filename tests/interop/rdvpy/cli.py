@@ -119,7 +119,10 @@ def run(argv) -> bytes:
         envelope.check_shape(doc)
         return json.dumps(nostr.envelope_event(k, doc, args.created_at), ensure_ascii=False).encode()
     if args.cmd == "nostr-verify":
-        return json.dumps(nostr.verify_event(_stdin_json()), ensure_ascii=False).encode()
+        ev = _stdin_json()
+        report = nostr.verify_event(ev)
+        report["carries"] = nostr.check_carrier(ev)
+        return json.dumps(report, ensure_ascii=False).encode()
     raise Refused("unknown command")
 
 

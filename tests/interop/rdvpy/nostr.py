@@ -104,3 +104,54 @@ def verify_event(ev) -> dict:
     if not bip340.verify(bytes.fromhex(eid), bytes.fromhex(ev["pubkey"]), bytes.fromhex(ev["sig"])):
         raise EventError("bad BIP-340 signature")
     return {"ok": True, "id": eid, "pubkey": ev["pubkey"], "kind": ev["kind"], "tags": tags, "content": ev["content"]}
+
+
+_B32 = frozenset("abcdefghijklmnopqrstuvwxyz234567")
+
+
+def _is_topic(t) -> bool:
+    return isinstance(t, str) and len(t) == 26 and all(c in _B32 for c in t)
+
+
+def check_carrier(ev: dict) -> str:
+    """The Rendezvous rules of §6.2 on a verified event; return what it carries.
+
+    kind 30417; exactly one p or t tag and one d tag. With p, the content is an envelope,
+    p is its recipient's Ed25519 key in hex and d its hash (§4.6). With t (a dtopic or
+    idtopic), d is "rdv1/card:" ‖ t (a public-pointer card) or the hex SHA-256 of the content.
+    """
+    from . import envelope  # local import: envelope does not need nostr
+
+    if ev["kind"] != KIND:
+        raise EventError("kind must be 30417")
+    names = [t[0] for t in ev["tags"] if t]
+    p = [t for t in ev["tags"] if t and t[0] == "p"]
+    t = [t for t in ev["tags"] if t and t[0] == "t"]
+    d = [t for t in ev["tags"] if t and t[0] == "d"]
+    if len(p) + len(t) != 1 or len(d) != 1 or "" in names:
+        raise EventError("exactly one of the p and t tags, and one d tag, expected")
+    if any(len(x) < 2 for x in p + t + d):
+        raise EventError("tag without a value")
+    dval = d[0][1]
+    try:
+        doc = canon.parse(ev["content"].encode("utf-8"))
+    except canon.CanonError as e:
+        raise EventError(f"content: {e}") from None
+    if p:
+        try:
+            envelope.check_shape(doc)
+        except envelope.EnvelopeError as e:
+            raise EventError(f"content is not an envelope: {e}") from None
+        if p[0][1] != parse_agent_id(doc["to"]).hex():
+            raise EventError("p tag is not the envelope's recipient")
+        if dval != docs.doc_hash(doc):
+            raise EventError("d tag is not the envelope hash")
+        return "envelope"
+    topic = t[0][1]
+    if not _is_topic(topic):
+        raise EventError("t tag is not a topic")
+    if dval == "rdv1/card:" + topic:
+        return "card"
+    if dval == hashlib.sha256(ev["content"].encode("utf-8")).hexdigest():
+        return "probe"
+    raise EventError("d tag is neither a card pointer nor the content hash")

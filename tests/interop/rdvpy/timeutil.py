@@ -3,7 +3,8 @@ import re
 from datetime import datetime, timedelta, timezone
 
 _TS = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z$")
-_TTL = re.compile(r"^([0-9]+)([smhd])$")
+# Pinned (docs/conformance.md): a positive n without leading zero.
+_TTL = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

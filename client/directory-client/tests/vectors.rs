@@ -1,0 +1,168 @@
+//! RFC 9497 Appendix A.3.2 (P256-SHA256 VOPRF) through our server and client
+//! code paths, and our own directory vectors (docs/test-vectors/directory.json):
+//! checked here, regenerated with `RDV_WRITE_VECTORS=1`.
+
+use rand_core::{CryptoRng, RngCore};
+use rdv_directory_client::listing::Listing;
+use rdv_directory_client::lookup::{Derived, oprf_input};
+use rdv_directory_client::oprf::{self, ServerKey};
+use rdv_directory_client::seal;
+use rdv_proto::doc::card::CardBuilder;
+use rdv_proto::time::parse_time;
+use rdv_proto::{Address, AgentKey};
+use serde_json::{Value, json};
+
+const RFC: &str = include_str!("../../../docs/test-vectors/directory-rfc9497-p256-voprf.json");
+const OURS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/test-vectors/directory.json");
+
+/// Yields fixed bytes: the RFC's proof randomness, read as the scalar.
+struct FixedRng(Vec<u8>);
+impl RngCore for FixedRng {
+    fn next_u32(&mut self) -> u32 {
+        unimplemented!()
+    }
+    fn next_u64(&mut self) -> u64 {
+        unimplemented!()
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        let n = dest.len().min(self.0.len());
+        dest[..n].copy_from_slice(&self.0[..n]);
+        self.0.rotate_left(n);
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}
+impl CryptoRng for FixedRng {}
+
+fn h(v: &Value) -> Vec<u8> {
+    hex::decode(v.as_str().unwrap()).unwrap()
+}
+fn hl(v: &Value) -> Vec<Vec<u8>> {
+    v.as_array().unwrap().iter().map(h).collect()
+}
+
+#[test]
+fn rfc9497_p256_voprf_vectors() {
+    let rfc: Value = serde_json::from_str(RFC).unwrap();
+    let key = ServerKey::from_secret(&h(&rfc["sk_s"])).unwrap();
+    assert_eq!(key.public().as_bytes(), h(&rfc["pk_s"]).as_slice());
+    for v in rfc["vectors"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        // Client: Blind with the vector's blinds.
+        let blinded: Vec<_> = hl(&v["input"])
+            .iter()
+            .zip(hl(&v["blind"]))
+            .map(|(i, b)| oprf::blind_with_scalar(i, &b).unwrap())
+            .collect();
+        let want_blinded = hl(&v["blinded_element"]);
+        for (b, w) in blinded.iter().zip(&want_blinded) {
+            assert_eq!(&b.element, w, "{name}: blinded element");
+        }
+        // Server: BlindEvaluateBatch with the vector's proof randomness.
+        let refs: Vec<&[u8]> = want_blinded.iter().map(Vec::as_slice).collect();
+        let mut rng = FixedRng(h(&v["proof_random_scalar"]));
+        let (evaluated, proof) = key.evaluate_batch(&refs, &mut rng).unwrap();
+        assert_eq!(evaluated, hl(&v["evaluation_element"]), "{name}: evaluated");
+        assert_eq!(proof, h(&v["proof"]), "{name}: proof");
+        // Client: verify the proof and finalize.
+        let erefs: Vec<&[u8]> = evaluated.iter().map(Vec::as_slice).collect();
+        let out = oprf::finalize_batch(&blinded, &erefs, &proof, key.public()).unwrap();
+        let out: Vec<Vec<u8>> = out.iter().map(|o| o.to_vec()).collect();
+        assert_eq!(out, hl(&v["output"]), "{name}: output");
+        // A flipped proof byte or a swapped element is refused.
+        let mut bad = proof.clone();
+        bad[40] ^= 1;
+        assert!(oprf::finalize_batch(&blinded, &erefs, &bad, key.public()).is_err());
+        let other = ServerKey::from_secret(&[9u8; 32]).unwrap();
+        assert!(oprf::finalize_batch(&blinded, &erefs, &proof, other.public()).is_err());
+    }
+}
+
+/// Our vectors: dtopic input, OPRF output under the RFC key, derived values,
+/// a sealed card with a fixed nonce, and a signed listing.
+fn ours() -> Value {
+    let rfc: Value = serde_json::from_str(RFC).unwrap();
+    let key = ServerKey::from_secret(&h(&rfc["sk_s"])).unwrap();
+    let blind = h(&rfc["vectors"][0]["blind"][0]);
+    let prs = h(&rfc["vectors"][0]["proof_random_scalar"]);
+    let agent = AgentKey::from_seed([1; 32]);
+    let t0 = parse_time("t", "2026-10-08T00:00:00Z").unwrap();
+    let t1 = parse_time("t", "2026-11-07T00:00:00Z").unwrap();
+    let mut b = CardBuilder::new(t0, vec!["wss://relay.example".into()]);
+    b.addresses = vec![
+        Address::parse("john@doe.com").unwrap(),
+        Address::parse("+972540000000").unwrap(),
+    ];
+    let card = b.sign(&agent).unwrap();
+    let mut cases = Vec::new();
+    for raw in ["  John@Doe.COM ", "+972-54-000-0000"] {
+        let addr = Address::parse(raw).unwrap();
+        let input = oprf_input(&addr);
+        let bl = oprf::blind_with_scalar(&input, &blind).unwrap();
+        let (ev, proof) = key
+            .evaluate_batch(&[bl.element.as_slice()], &mut FixedRng(prs.clone()))
+            .unwrap();
+        let y = oprf::finalize_batch(
+            std::slice::from_ref(&bl),
+            &[ev[0].as_slice()],
+            &proof,
+            key.public(),
+        )
+        .unwrap()[0];
+        let d = Derived::new(addr.clone(), y);
+        let mut pt = rdv_proto::canon::to_vec(&card).unwrap();
+        pt.resize(pt.len().div_ceil(1024) * 1024, b' ');
+        let sealed = seal::seal_raw(&pt, &y, &[0u8; 12]).unwrap();
+        let listing =
+            Listing::sign(&agent, &key.public().id(), &d.lookup_id, &sealed, t0, t1).unwrap();
+        cases.push(json!({
+            "address": raw,
+            "canon": addr.canon(),
+            "dtopic": addr.dtopic(),
+            "oprf_input_hex": hex::encode(&input),
+            "blind": hex::encode(&blind),
+            "blinded_element": hex::encode(&bl.element),
+            "evaluation_element": hex::encode(&ev[0]),
+            "proof_random_scalar": hex::encode(&prs),
+            "proof": hex::encode(&proof),
+            "y": hex::encode(y),
+            "lookup_id": d.lookup_id,
+            "seal_key": hex::encode(seal::seal_key(&y)),
+            "seal_nonce": "000000000000000000000000",
+            "sealed": sealed,
+            "listing": listing,
+        }));
+    }
+    json!({
+        "description": "rdv directory vectors (docs/directory-protocol.md): OPRF key = RFC 9497 A.3.2 skSm; agent seed = 32 bytes of 0x01",
+        "sk_s": hex::encode(h(&rfc["sk_s"])),
+        "key_id": key.public().id(),
+        "agent_seed": hex::encode([1u8; 32]),
+        "card": card,
+        "cases": cases,
+    })
+}
+
+#[test]
+fn directory_vectors() {
+    let got = ours();
+    let text = serde_json::to_string_pretty(&got).unwrap() + "\n";
+    if std::env::var_os("RDV_WRITE_VECTORS").is_some() {
+        std::fs::write(OURS_PATH, &text).unwrap();
+    }
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(OURS_PATH).unwrap()).unwrap();
+    assert_eq!(got, want, "docs/test-vectors/directory.json is stale");
+    // The sealed card opens with y and is the card; the listing verifies.
+    for c in want["cases"].as_array().unwrap() {
+        let y = h(&c["y"]);
+        assert_eq!(seal::open(c["sealed"].as_str().unwrap(), &y).unwrap(), want["card"]);
+        Listing::parse_signed(&c["listing"]).unwrap();
+        assert_eq!(
+            c["lookup_id"].as_str().unwrap(),
+            seal::lookup_id_hex(&y),
+            "lookup_id = SHA-256(prefix ‖ y)"
+        );
+    }
+}
