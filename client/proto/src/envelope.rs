@@ -156,6 +156,12 @@ pub fn seal(payload: &Value, p: &SealParams<'_>) -> Result<Value> {
 /// Checks everything that needs no secret key: sizes, shape, times and the
 /// signature (§6.4). Relays, bridges and `rdv proto verify` stop here.
 pub fn verify(raw: &[u8], now: Instant) -> Result<(Header, Value)> {
+    verify_for(raw, now, None)
+}
+
+/// [`verify`], refusing at once an envelope not addressed to `me` (when
+/// given): the recipient's own ID need not be decoded again.
+fn verify_for(raw: &[u8], now: Instant, me: Option<&AgentId>) -> Result<(Header, Value)> {
     if raw.len() > ENVELOPE_MAX_BYTES {
         return Err(Error::TooLarge {
             what: "envelope",
@@ -164,12 +170,16 @@ pub fn verify(raw: &[u8], now: Instant) -> Result<(Header, Value)> {
         });
     }
     let v = canon::parse(raw, ENVELOPE_MAX_BYTES)?;
-    let header = verify_value(&v, now)?;
+    let header = verify_value_for(&v, now, me)?;
     Ok((header, v))
 }
 
 /// [`verify`] for an already parsed envelope.
 pub fn verify_value(v: &Value, now: Instant) -> Result<Header> {
+    verify_value_for(v, now, None)
+}
+
+fn verify_value_for(v: &Value, now: Instant, me: Option<&AgentId>) -> Result<Header> {
     // §6.4: the ciphertext size is checked from the base64 length before
     // the signature is verified or anything is decoded.
     let ct_b64 = v
@@ -188,7 +198,11 @@ pub fn verify_value(v: &Value, now: Instant) -> Result<Header> {
     let mut o = Obj::new(v, "envelope")?;
     o.version()?;
     let from = o.id("from")?;
-    let to = o.id("to")?;
+    let to = match me {
+        Some(me) if o.str("to")? == me.as_str() => me.clone(),
+        Some(_) => return Err(o.err("to", "envelope is not addressed to this agent")),
+        None => o.id("to")?,
+    };
     let seq = o.positive("seq")? as u64;
     let prev = match o.opt("prev") {
         Some(Value::Null) => None,
@@ -223,8 +237,7 @@ pub fn verify_value(v: &Value, now: Instant) -> Result<Header> {
     let map = v
         .as_object()
         .ok_or_else(|| Error::shape("envelope", "must be an object"))?;
-    sign::verify(map, &from)?;
-    let hash = sign::hash(v)?;
+    let hash = sign::verify_hashed(map, &from, ENVELOPE_MAX_BYTES)?;
     Ok(Header {
         from,
         to,
@@ -240,7 +253,7 @@ pub fn verify_value(v: &Value, now: Instant) -> Result<Header> {
 /// Opens an envelope addressed to `me`: [`verify`], then decrypts. The
 /// plaintext must be the canonical JSON of an object.
 pub fn open(raw: &[u8], me: &AgentKey, now: Instant) -> Result<Opened> {
-    let (header, v) = verify(raw, now)?;
+    let (header, v) = verify_for(raw, now, Some(me.id()))?;
     open_verified(header, &v, me)
 }
 
@@ -280,7 +293,9 @@ pub fn open_verified(header: Header, v: &Value, me: &AgentKey) -> Result<Opened>
         &ttl_raw(v)?,
     )?;
     let my_secret = me.x25519_secret();
-    let my_public = x25519_dalek::PublicKey::from(&my_secret);
+    // The Montgomery form of our Ed25519 key: a field inversion, where
+    // deriving it from the secret would cost a scalar multiplication.
+    let my_public = me.id().x25519_public()?;
     let key = envelope_key(&my_secret, &epk, &epk, &my_public)?;
     let plaintext = Zeroizing::new(
         Aes256Gcm::new(key.as_ref().into())

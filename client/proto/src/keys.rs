@@ -94,10 +94,39 @@ impl AgentKey {
 }
 
 /// §4.2: `rdv1:` + lowercase unpadded base32 of the Ed25519 public key.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Holds the decompressed key too, so each verification does not decompress
+/// it again; equality and order are the text's.
+#[derive(Clone)]
 pub struct AgentId {
     text: String,
     key: [u8; 32],
+    point: std::sync::Arc<VerifyingKey>,
+}
+
+impl PartialEq for AgentId {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for AgentId {}
+
+impl std::hash::Hash for AgentId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key.hash(h);
+    }
+}
+
+impl PartialOrd for AgentId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for AgentId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
+    }
 }
 
 impl fmt::Debug for AgentId {
@@ -114,13 +143,11 @@ impl fmt::Display for AgentId {
 
 impl AgentId {
     pub fn from_key(key: &VerifyingKey) -> Self {
-        Self::from_bytes(key.to_bytes())
-    }
-
-    fn from_bytes(key: [u8; 32]) -> Self {
+        let bytes = key.to_bytes();
         Self {
-            text: format!("{AGENT_ID_PREFIX}{}", base32(&key)),
-            key,
+            text: format!("{AGENT_ID_PREFIX}{}", base32(&bytes)),
+            key: bytes,
+            point: std::sync::Arc::new(*key),
         }
     }
 
@@ -140,9 +167,9 @@ impl AgentId {
         let key: [u8; 32] = bytes
             .try_into()
             .map_err(|_| Error::AgentId("not a 32-byte key".into()))?;
-        VerifyingKey::from_bytes(&key)
+        let point = VerifyingKey::from_bytes(&key)
             .map_err(|_| Error::AgentId("not an Ed25519 public key".into()))?;
-        Ok(Self::from_bytes(key))
+        Ok(Self::from_key(&point))
     }
 
     pub fn as_str(&self) -> &str {
@@ -155,8 +182,7 @@ impl AgentId {
 
     /// The Ed25519 key. Always valid: checked at parse.
     pub fn verifying_key(&self) -> Result<VerifyingKey> {
-        VerifyingKey::from_bytes(&self.key)
-            .map_err(|_| Error::AgentId("not an Ed25519 public key".into()))
+        Ok(*self.point)
     }
 
     /// §4.2: the short human form, `rdv1:` + first 4 … last 4 base32 characters.

@@ -181,7 +181,7 @@ fn token_ok(s: &str, max: usize) -> bool {
 
 impl Invite {
     pub fn verify(doc: &Value) -> Result<Self> {
-        let (mut o, from) = crate::doc::open_signed(doc, "", "invite", "from", None)?;
+        let (mut o, from, hash) = crate::doc::open_signed(doc, "", "invite", "from", None)?;
         o.version()?;
         o.doc_type(INVITE_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -208,7 +208,7 @@ impl Invite {
             to_hint,
             token,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
         })
     }
 

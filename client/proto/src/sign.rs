@@ -39,6 +39,31 @@ pub fn verify(doc: &Map<String, Value>, signer: &AgentId) -> Result<()> {
     signer.verify_prefixed(&canon::to_vec_without(doc, "sig")?, &sig)
 }
 
+/// [`verify`] and [`hash`] from one serialization; also returns the
+/// canonical length so callers bound the size first. `max` is checked
+/// before the signature is.
+pub fn verify_hashed(doc: &Map<String, Value>, signer: &AgentId, max: usize) -> Result<String> {
+    let sig = match doc.get("sig") {
+        Some(Value::String(s)) => base64_array::<64>("sig", s)?,
+        Some(_) => return Err(Error::shape("sig", "must be a string")),
+        None => return Err(Error::shape("sig", "missing")),
+    };
+    let (full, range) = canon::to_vec_marking(doc, "sig")?;
+    if full.len() > max {
+        return Err(Error::TooLarge {
+            what: "document",
+            len: full.len(),
+            limit: max,
+        });
+    }
+    let range = range.ok_or_else(|| Error::shape("sig", "missing"))?;
+    let mut unsigned = Vec::with_capacity(full.len() - range.len());
+    unsigned.extend_from_slice(&full[..range.start]);
+    unsigned.extend_from_slice(&full[range.end..]);
+    signer.verify_prefixed(&unsigned, &sig)?;
+    Ok(hex::encode(Sha256::digest(&full)))
+}
+
 /// §4.6: lowercase hex SHA-256 of the canonical JSON of the whole document.
 pub fn hash(doc: &Value) -> Result<String> {
     Ok(hex::encode(Sha256::digest(canon::to_vec(doc)?)))

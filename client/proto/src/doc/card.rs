@@ -10,7 +10,6 @@ use crate::consts::{
 };
 use crate::error::{Error, Result};
 use crate::keys::{AgentId, AgentKey};
-use crate::sign;
 use crate::time::Instant;
 
 use super::obj::Obj;
@@ -88,7 +87,7 @@ impl Card {
     }
 
     fn parse_at(doc: &Value, path: &str, allow_ws: bool) -> Result<Self> {
-        let (mut o, id) = open_signed(doc, path, "card", "id", Some(CARD_MAX_BYTES))?;
+        let (mut o, id, hash) = open_signed(doc, path, "card", "id", Some(CARD_MAX_BYTES))?;
         o.version()?;
         let created = o.time("created")?;
         let expires = nullable_time(&mut o, "expires")?;
@@ -129,7 +128,7 @@ impl Card {
             rendezvous,
             inbound,
             public,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         })
     }
@@ -390,7 +389,7 @@ pub(crate) mod tests {
         assert!(c.public_pointer);
         assert_eq!(c.inbound, Inbound::Prompt);
         assert_eq!(c.owner.as_ref().unwrap().name.as_deref(), Some("John"));
-        assert_eq!(c.hash, sign::hash(&d).unwrap());
+        assert_eq!(c.hash, crate::sign::hash(&d).unwrap());
         assert!(c.claims(&Address::parse("John@Doe.com").unwrap()));
         assert!(c.claims(&Address::parse("+972540000000").unwrap()));
         assert!(!c.claims(&Address::parse("dana@doe.com").unwrap()));

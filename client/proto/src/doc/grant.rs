@@ -10,7 +10,6 @@ use crate::consts::{
 };
 use crate::error::{Error, Result};
 use crate::keys::{AgentId, AgentKey};
-use crate::sign;
 use crate::time::{Instant, parse_frequency};
 
 use super::card::{Card, nullable_time};
@@ -217,7 +216,7 @@ impl Grant {
     }
 
     pub(crate) fn verify_at(doc: &Value, path: &str, now: Instant, allow_ws: bool) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, path, "contact grant", "from", None)?;
+        let (mut o, from, hash) = open_signed(doc, path, "contact grant", "from", None)?;
         o.version()?;
         o.doc_type(GRANT_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -259,7 +258,7 @@ impl Grant {
             scope,
             expires,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         })
     }

@@ -11,7 +11,6 @@ use crate::consts::{
 };
 use crate::error::{Error, Result};
 use crate::keys::{AgentId, AgentKey};
-use crate::sign;
 use crate::time::Instant;
 
 use super::card::Card;
@@ -74,7 +73,7 @@ impl GroupState {
     }
 
     pub(crate) fn verify_at(doc: &Value, path: &str) -> Result<Self> {
-        let (mut o, from) = open_signed(
+        let (mut o, from, hash) = open_signed(
             doc,
             path,
             "group state",
@@ -117,7 +116,7 @@ impl GroupState {
             member_rate,
             name,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         };
         if s.epoch == 0 && !s.is_admin(&s.from) {
@@ -283,7 +282,7 @@ impl GroupInvite {
     /// Verifies an invite at `now`: not expired, and `expires` at most 14
     /// days after both its `ts` and `now`.
     pub fn verify(doc: &Value, now: Instant) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, "", "group invite", "from", None)?;
+        let (mut o, from, hash) = open_signed(doc, "", "group invite", "from", None)?;
         o.version()?;
         o.doc_type(GROUP_INVITE_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -323,7 +322,7 @@ impl GroupInvite {
             greeting,
             expires,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         })
     }
@@ -383,7 +382,8 @@ pub struct GroupJoin {
 impl GroupJoin {
     /// Verifies a join at `now` (≤ 24 KiB); `allow_ws` is passed to its card.
     pub fn verify(doc: &Value, now: Instant, allow_ws: bool) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, "", "group join", "from", Some(GROUP_JOIN_MAX_BYTES))?;
+        let (mut o, from, hash) =
+            open_signed(doc, "", "group join", "from", Some(GROUP_JOIN_MAX_BYTES))?;
         o.version()?;
         o.doc_type(GROUP_JOIN_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -420,7 +420,7 @@ impl GroupJoin {
             invoke,
             max_frequency,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         })
     }
@@ -480,7 +480,7 @@ pub struct GroupLeave {
 
 impl GroupLeave {
     pub fn verify(doc: &Value) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, "", "group leave", "from", None)?;
+        let (mut o, from, hash) = open_signed(doc, "", "group leave", "from", None)?;
         o.version()?;
         o.doc_type(GROUP_LEAVE_TYPE)?;
         let group = o.uuid("group")?.to_string();
@@ -497,7 +497,7 @@ impl GroupLeave {
             epoch: epoch as u64,
             state,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
         })
     }
 
@@ -535,7 +535,7 @@ pub(crate) mod tests {
         Member {
             id: key(n).id().clone(),
             role,
-            card: sign::hash(&card(n)).unwrap(),
+            card: crate::sign::hash(&card(n)).unwrap(),
             name: (role == Role::Member).then(|| format!("Member {n}")),
         }
     }
@@ -993,7 +993,7 @@ pub(crate) mod tests {
             group: GROUP.into(),
             to: key(1).id().clone(),
             invite_ref: Some(INVITE_ID.into()),
-            state: sign::hash(&state0()).unwrap(),
+            state: crate::sign::hash(&state0()).unwrap(),
             card: card(n),
             invoke: json!({"https://rendezvous.nesher.co/ext/request/v1": {}}),
             max_frequency: "20/day".into(),

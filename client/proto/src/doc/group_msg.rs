@@ -58,7 +58,7 @@ impl GroupMsgHeader {
     }
 
     fn verify_at(doc: &Value, path: &str) -> Result<Self> {
-        let (mut o, from) = open_signed(
+        let (mut o, from, hash) = open_signed(
             doc,
             path,
             "group message header",
@@ -124,7 +124,7 @@ impl GroupMsgHeader {
             heads,
             body_hash,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         })
     }

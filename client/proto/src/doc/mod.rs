@@ -101,27 +101,27 @@ pub(crate) fn bound(v: &Value, what: &'static str, max: usize) -> Result<usize> 
     Ok(len)
 }
 
-/// Steps 1 and 2 of every reader: bound the size, then verify `sig` against
-/// the agent ID in `signer_field`. Returns a reader with the signer and `sig`
-/// already read, and the signer.
+/// Steps 1 and 2 of every reader: bound the canonical size, then verify
+/// `sig` against the agent ID in `signer_field`, from one serialization.
+/// Returns a reader with the signer and `sig` already read, the signer, and
+/// the document's §4.6 hash.
 pub(crate) fn open_signed<'a>(
     v: &'a Value,
     path: &str,
     what: &'static str,
     signer_field: &'a str,
     max: Option<usize>,
-) -> Result<(Obj<'a>, AgentId)> {
+) -> Result<(Obj<'a>, AgentId, String)> {
     let mut o = Obj::new(v, path)?;
-    if let Some(max) = max {
-        bound(v, what, max)?;
-    }
     let signer = o.id(signer_field)?;
-    sign::verify(o.map(), &signer).map_err(|e| match e {
-        Error::Shape { field, reason } if field == "sig" => Error::shape(o.path("sig"), reason),
-        e => e,
-    })?;
+    let hash =
+        sign::verify_hashed(o.map(), &signer, max.unwrap_or(usize::MAX)).map_err(|e| match e {
+            Error::Shape { field, reason } if field == "sig" => Error::shape(o.path("sig"), reason),
+            Error::TooLarge { len, limit, .. } => Error::TooLarge { what, len, limit },
+            e => e,
+        })?;
     o.opt("sig");
-    Ok((o, signer))
+    Ok((o, signer, hash))
 }
 
 /// A list of capability URIs (§4.3, §5.1): at most `max` non-empty strings of

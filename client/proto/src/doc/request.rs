@@ -10,7 +10,6 @@ use crate::consts::{
 };
 use crate::error::Result;
 use crate::keys::{AgentId, AgentKey};
-use crate::sign;
 use crate::time::Instant;
 
 use super::card::Card;
@@ -43,7 +42,7 @@ impl ContactRequest {
     }
 
     pub(crate) fn verify_at(doc: &Value, path: &str, now: Instant, allow_ws: bool) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, path, "contact request", "from", None)?;
+        let (mut o, from, hash) = open_signed(doc, path, "contact request", "from", None)?;
         o.version()?;
         o.doc_type(REQUEST_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -75,7 +74,7 @@ impl ContactRequest {
             greeting,
             capabilities_offered,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
             doc: doc.clone(),
         })
     }

@@ -5,7 +5,6 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::keys::{AgentId, AgentKey};
-use crate::sign;
 use crate::time::Instant;
 
 use super::{open_signed, sign_pairs, time_value};
@@ -25,7 +24,7 @@ pub struct Revoke {
 
 impl Revoke {
     pub fn verify(doc: &Value) -> Result<Self> {
-        let (mut o, from) = open_signed(doc, "", "revoke", "from", None)?;
+        let (mut o, from, hash) = open_signed(doc, "", "revoke", "from", None)?;
         o.version()?;
         o.doc_type(REVOKE_TYPE)?;
         let id = o.uuid("id")?.to_string();
@@ -37,7 +36,7 @@ impl Revoke {
             from,
             to,
             ts,
-            hash: sign::hash(doc)?,
+            hash,
         })
     }
 
