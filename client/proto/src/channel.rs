@@ -16,10 +16,11 @@ use crate::consts::{
     CHANNEL_RECENT_HASHES, RESTORED_MAX_PER_DAY,
 };
 use crate::doc::obj::Obj;
+use crate::doc::restored::{Restored, RestoredAck};
 use crate::envelope::Header;
 use crate::error::{Error, Result};
 use crate::keys::AgentId;
-use crate::time::{Instant, format_time};
+use crate::time::Instant;
 
 /// The facts of one verified envelope that ordering needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,22 +362,6 @@ pub enum RestoredDecision {
     Refused,
 }
 
-/// `rdv/restored` (§6.4.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoredNotice {
-    pub in_seq: u64,
-    pub backup_created: Option<Instant>,
-}
-
-/// `rdv/restored-ack` (§6.4.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoredAck {
-    pub notice: String,
-    pub from_seq: u64,
-    pub prev: Option<String>,
-    pub floor: Instant,
-}
-
 /// One sent envelope kept for resends.
 #[derive(Debug, Clone)]
 struct Sent {
@@ -449,29 +434,34 @@ impl Outbound {
     ) -> Value {
         let ms = (restore_time.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
         self.next_seq = self.next_seq.max(ms);
-        json!({
-            "type": "rdv/restored", "v": 1, "in_seq": in_seq,
-            "backup_created": backup_created.map(format_ms),
-        })
+        Restored {
+            in_seq,
+            backup_created,
+        }
+        .to_value()
     }
 
     /// §6.4.1, the peer's side: the ack for a notice whose envelope hash is
     /// `notice`, and the envelopes to resend after `in_seq`.
     pub fn ack(&self, notice: &str, in_seq: u64, now: Instant) -> (Value, Vec<&Value>) {
         let held: Vec<&Sent> = self.outbox.iter().filter(|s| s.seq > in_seq).collect();
+        // §6.4.1: floor is just before the first resent envelope's created
+        // (whole seconds, as every time we write).
         let (from_seq, prev, floor) = match held.first() {
             Some(s) => (
                 s.seq,
                 s.prev.clone(),
-                s.created - time::Duration::milliseconds(1),
+                s.created - time::Duration::seconds(1),
             ),
             None => (self.next().0, self.prev.clone(), now),
         };
-        let ack = json!({
-            "type": "rdv/restored-ack", "v": 1, "notice": notice, "from_seq": from_seq,
-            "prev": prev, "floor": format_ms(floor),
-        });
-        (ack, held.iter().map(|s| &s.envelope).collect())
+        let ack = RestoredAck {
+            notice: notice.to_string(),
+            from_seq,
+            prev,
+            floor,
+        };
+        (ack.to_value(), held.iter().map(|s| &s.envelope).collect())
     }
 
     /// True once for the ack of the notice sent last (§6.4.1: "once").
@@ -483,12 +473,6 @@ impl Outbound {
             false
         }
     }
-}
-
-fn format_ms(t: Instant) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    let base = format_time(t);
-    format!("{}.{:03}Z", base.trim_end_matches('Z'), t.millisecond())
 }
 
 /// `{"type": "rdv/resend", "from_seq": n, "to_seq": m}` (§7).
@@ -972,7 +956,7 @@ mod tests {
         let (ack, resent) = out.ack(&h(1, "n"), 1, t(50));
         assert_eq!(resent.len(), 2);
         assert_eq!(ack["from_seq"], 2);
-        assert_eq!(ack["floor"], "2026-10-08T00:00:01.999Z");
+        assert_eq!(ack["floor"], "2026-10-08T00:00:01Z");
         let notice = out.restore(t(1000), 5, None);
         assert!(
             out.next().0 >= 1_791_417_600_000,
