@@ -24,6 +24,10 @@ pub enum Command {
     /// exits 1 with one line {"error": "..."} on stderr and nothing on stdout.
     #[command(subcommand)]
     Proto(ProtoCommand),
+    /// Try a discovery directory (SPEC §4.5): publish this agent's listing,
+    /// remove it, or look up addresses and print the verified cards found.
+    #[command(subcommand)]
+    Directory(crate::directory_cmd::DirectoryCommand),
 }
 
 #[derive(Debug, Subcommand)]

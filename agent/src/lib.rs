@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod conformance;
+pub mod directory_cmd;
 pub mod error;
 
 pub use error::{Error, Result};

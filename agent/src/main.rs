@@ -14,6 +14,21 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Proto(cmd) => proto(&cmd),
+        Command::Directory(cmd) => report(rdv_agent::directory_cmd::run(
+            &cmd,
+            &mut std::io::stdout().lock(),
+        )),
+    }
+}
+
+/// Exit status and a one-line message for the person at the terminal.
+fn report(result: rdv_agent::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rdv: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -106,7 +106,13 @@ impl DirectoryClient {
         for chunk in addresses.chunks(max_batch.max(1)) {
             let inputs: Vec<Vec<u8>> = chunk.iter().map(oprf_input).collect();
             let ys = self.evaluate(key, &inputs, rng)?;
-            out.extend(chunk.iter().cloned().zip(ys).map(|(a, y)| Derived::new(a, y)));
+            out.extend(
+                chunk
+                    .iter()
+                    .cloned()
+                    .zip(ys)
+                    .map(|(a, y)| Derived::new(a, y)),
+            );
         }
         Ok(out)
     }
@@ -145,7 +151,11 @@ impl DirectoryClient {
                 .derive(&key, std::slice::from_ref(address), 1, rng)?
                 .remove(0);
             let doc = Removal::sign(agent, &key.id, &d.lookup_id, now)?;
-            out.push(self.call("DELETE", &format!("/v1/listings/{}", d.lookup_id), Some(&doc))?);
+            out.push(self.call(
+                "DELETE",
+                &format!("/v1/listings/{}", d.lookup_id),
+                Some(&doc),
+            )?);
         }
         Ok(out)
     }
@@ -171,8 +181,10 @@ impl DirectoryClient {
             .collect();
         for key in usable_keys(&self.keys()?, now) {
             let derived = self.derive(&key, addresses, info.max_batch as usize, rng)?;
-            let mut prefixes: Vec<String> =
-                derived.iter().map(|d| d.bucket(hex_len).to_string()).collect();
+            let mut prefixes: Vec<String> = derived
+                .iter()
+                .map(|d| d.bucket(hex_len).to_string())
+                .collect();
             prefixes.sort();
             prefixes.dedup();
             let mut entries: Vec<Value> = Vec::new();

@@ -40,6 +40,12 @@ impl Derived {
         }
     }
 
+    /// The OPRF output itself: for tests that check it never leaks.
+    #[doc(hidden)]
+    pub fn output(&self) -> &[u8; 32] {
+        &self.y
+    }
+
     /// The bucket this lookup asks for.
     pub fn bucket(&self, hex_len: usize) -> &str {
         &self.lookup_id[..hex_len.min(self.lookup_id.len())]
@@ -80,7 +86,13 @@ impl Derived {
         found
     }
 
-    fn check(&self, key_id: &str, entry: &Value, now: Instant, allow_ws: bool) -> Result<FoundCard> {
+    fn check(
+        &self,
+        key_id: &str,
+        entry: &Value,
+        now: Instant,
+        allow_ws: bool,
+    ) -> Result<FoundCard> {
         let listing = Listing::parse_signed(entry)?;
         if listing.key_id != key_id {
             return Err(Error::Listing("listing is under another key".into()));

@@ -74,8 +74,8 @@ impl ServerKey {
         if secret.len() != SCALAR_LEN {
             return Err(Error::Encoding("private key"));
         }
-        let server =
-            VoprfServer::<NistP256>::new_with_key(secret).map_err(|_| Error::Encoding("private key"))?;
+        let server = VoprfServer::<NistP256>::new_with_key(secret)
+            .map_err(|_| Error::Encoding("private key"))?;
         let bytes = NistP256::serialize_elem(server.get_public_key()).to_vec();
         let public = PublicKey::from_bytes(&bytes)?;
         Ok(Self { server, public })
@@ -116,7 +116,11 @@ impl ServerKey {
             .server
             .batch_blind_evaluate(rng, &elems)
             .map_err(|_| Error::Batch("evaluation failed".into()))?;
-        let evaluated = res.messages.iter().map(|m| m.serialize().to_vec()).collect();
+        let evaluated = res
+            .messages
+            .iter()
+            .map(|m| m.serialize().to_vec())
+            .collect();
         Ok((evaluated, res.proof.serialize().to_vec()))
     }
 }

@@ -6,7 +6,9 @@ use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};
 use hkdf::Hkdf;
 use rand_core::{CryptoRng, RngCore};
-use rdv_proto::consts::{CARD_MAX_BYTES, DIR_LOOKUP_PREFIX, DIR_SEAL_INFO, DIR_SEAL_PAD, GCM_TAG_LEN};
+use rdv_proto::consts::{
+    CARD_MAX_BYTES, DIR_LOOKUP_PREFIX, DIR_SEAL_INFO, DIR_SEAL_PAD, GCM_TAG_LEN,
+};
 use rdv_proto::encoding::{base64, base64_decode};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -150,6 +152,9 @@ mod tests {
         raw[20] ^= 1;
         assert_eq!(open(&base64(&raw), &y), Err(Error::Unseal));
         assert_eq!(open("AAAA", &y), Err(Error::Unseal));
-        assert_eq!(open(&"A".repeat(SEALED_MAX_B64 + 4), &y), Err(Error::Unseal));
+        assert_eq!(
+            open(&"A".repeat(SEALED_MAX_B64 + 4), &y),
+            Err(Error::Unseal)
+        );
     }
 }

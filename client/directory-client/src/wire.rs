@@ -108,8 +108,6 @@ pub struct InfoResponse {
     pub max_claims_per_lookup_id: u32,
     pub max_listings_per_agent: u32,
     pub listing_max_lifetime_secs: i64,
-    /// Listings currently held (rounded to a power of two, not exact).
-    pub listings_approx: u64,
 }
 
 /// Every refusal: a stable machine-readable `error` and a human `message`.

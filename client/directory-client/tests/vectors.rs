@@ -2,6 +2,8 @@
 //! code paths, and our own directory vectors (docs/test-vectors/directory.json):
 //! checked here, regenerated with `RDV_WRITE_VECTORS=1`.
 
+#![allow(clippy::unwrap_used)]
+
 use rand_core::{CryptoRng, RngCore};
 use rdv_directory_client::listing::Listing;
 use rdv_directory_client::lookup::{Derived, oprf_input};
@@ -13,7 +15,10 @@ use rdv_proto::{Address, AgentKey};
 use serde_json::{Value, json};
 
 const RFC: &str = include_str!("../../../docs/test-vectors/directory-rfc9497-p256-voprf.json");
-const OURS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/test-vectors/directory.json");
+const OURS_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../docs/test-vectors/directory.json"
+);
 
 /// Yields fixed bytes: the RFC's proof randomness, read as the scalar.
 struct FixedRng(Vec<u8>);
@@ -157,7 +162,10 @@ fn directory_vectors() {
     // The sealed card opens with y and is the card; the listing verifies.
     for c in want["cases"].as_array().unwrap() {
         let y = h(&c["y"]);
-        assert_eq!(seal::open(c["sealed"].as_str().unwrap(), &y).unwrap(), want["card"]);
+        assert_eq!(
+            seal::open(c["sealed"].as_str().unwrap(), &y).unwrap(),
+            want["card"]
+        );
         Listing::parse_signed(&c["listing"]).unwrap();
         assert_eq!(
             c["lookup_id"].as_str().unwrap(),

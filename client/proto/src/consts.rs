@@ -64,6 +64,13 @@ pub const GRANT_MAX_AHEAD_SECS: i64 = 5 * 60;
 
 /// §5.2.1: probes expire after 14 days.
 pub const PROBE_LIFETIME_SECS: i64 = 14 * 24 * 3600;
+/// §5.2.1 (probe gateway, issue #4): a probe's `ts` at most 5 minutes ahead
+/// of the gate's clock (our bound, as for envelopes, §6.4).
+pub const PROBE_MAX_AHEAD_SECS: i64 = 5 * 60;
+/// §5.2.1: at most one probe per address per 30 days (the default; configurable).
+pub const PROBE_PER_ADDRESS_INTERVAL_SECS: i64 = 30 * 24 * 3600;
+/// §5.2.2: 30-day cooldown on an invite met by silence or a decline.
+pub const INVITE_COOLDOWN_SECS: i64 = 30 * 24 * 3600;
 /// §5.2.1: subject markers and headers.
 pub const PROBE_SUBJECT_MARKER: &str = "[RDV-PROBE]";
 pub const PROBE_ACK_SUBJECT_MARKER: &str = "[RDV-PROBE-ACK]";

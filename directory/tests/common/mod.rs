@@ -1,0 +1,183 @@
+//! Shared test setup: a real directory on 127.0.0.1:0 over SQLite (temp
+//! dir) or Postgres (a fresh database on `RDV_TEST_POSTGRES_URL`).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use rdv_directory::clock::ManualClock;
+use rdv_directory::config::Config;
+use rdv_directory::keys::{self, KeyFile, KeyRing};
+use rdv_directory::server::{Running, start};
+use rdv_directory::store::Store;
+use rdv_proto::doc::card::CardBuilder;
+use rdv_proto::time::{Instant, parse_time};
+use rdv_proto::{Address, AgentKey};
+use serde_json::Value;
+use sqlx::Connection;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub struct Env {
+    pub running: Option<Running>,
+    pub clock: Arc<ManualClock>,
+    pub url: String,
+    pub db_url: String,
+    pub cfg: Config,
+    pub keyfile: KeyFile,
+    pub dir: tempfile::TempDir,
+    pg: Option<(String, String)>,
+}
+
+pub fn t0() -> Instant {
+    parse_time("t", "2026-10-08T00:00:00Z").unwrap()
+}
+
+pub fn pg_admin_url() -> String {
+    std::env::var("RDV_TEST_POSTGRES_URL").expect(
+        "RDV_TEST_POSTGRES_URL is unset: Postgres tests need a server (scripts/pg-test-server prints a URL)",
+    )
+}
+
+impl Env {
+    pub async fn new(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (db_url, pg) = match backend {
+            Backend::Sqlite => (
+                format!(
+                    "sqlite://{}?mode=rwc",
+                    dir.path().join("directory.db").display()
+                ),
+                None,
+            ),
+            Backend::Postgres => {
+                let admin = pg_admin_url();
+                let name = format!("rdv_dir_test_{}", hex::encode(rand_bytes::<8>()));
+                let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+                c.close().await.unwrap();
+                let base = admin
+                    .rsplit_once('/')
+                    .map_or(admin.as_str(), |(b, _)| b)
+                    .to_string();
+                (format!("{base}/{name}"), Some((admin, name)))
+            }
+        };
+        let mut cfg = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.path().to_path_buf(),
+            database: Some(db_url.clone()),
+            ..Config::default()
+        };
+        tweak(&mut cfg);
+        let clock = Arc::new(ManualClock::new(t0()));
+        let keyfile = keys::keygen(t0() - time::Duration::days(1), &mut rand_core::OsRng);
+        let mut env = Self {
+            running: None,
+            clock,
+            url: String::new(),
+            db_url,
+            cfg,
+            keyfile,
+            dir,
+            pg,
+        };
+        env.restart().await;
+        env
+    }
+
+    /// (Re)starts the server with the current key file on the same database.
+    pub async fn restart(&mut self) {
+        if let Some(r) = self.running.take() {
+            let store = r.state.store().clone();
+            r.shutdown().await.unwrap();
+            store.close().await;
+        }
+        let ring = KeyRing::from_file(&self.keyfile, "test").unwrap();
+        let store = Store::connect(&self.db_url, 4).await.unwrap();
+        let r = start(self.cfg.clone(), ring, store, self.clock.clone())
+            .await
+            .unwrap();
+        self.url = format!("http://{}", r.addr);
+        self.running = Some(r);
+    }
+
+    pub async fn teardown(mut self) {
+        if let Some(r) = self.running.take() {
+            let store = r.state.store().clone();
+            r.shutdown().await.unwrap();
+            store.close().await;
+        }
+        if let Some((admin, name)) = self.pg.take() {
+            let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut c)
+                .await
+                .unwrap();
+            c.close().await.unwrap();
+        }
+    }
+
+    pub fn now(&self) -> Instant {
+        use rdv_directory::clock::Clock;
+        self.clock.now()
+    }
+
+    pub fn client(&self) -> rdv_directory_client::DirectoryClient {
+        rdv_directory_client::DirectoryClient::new(&self.url)
+    }
+}
+
+pub fn rand_bytes<const N: usize>() -> [u8; N] {
+    use rand_core::RngCore;
+    let mut b = [0u8; N];
+    rand_core::OsRng.fill_bytes(&mut b);
+    b
+}
+
+/// A signed card of agent `seed` claiming `addresses`, created at `created`.
+pub fn card(key: &AgentKey, addresses: &[&str], created: Instant) -> Value {
+    let mut b = CardBuilder::new(created, vec!["wss://relay.example".into()]);
+    b.addresses = addresses
+        .iter()
+        .map(|a| Address::parse(a).unwrap())
+        .collect();
+    b.sign(key).unwrap()
+}
+
+pub fn addr(s: &str) -> Address {
+    Address::parse(s).unwrap()
+}
+
+/// Runs blocking client code off the runtime.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+/// A raw request: (status, retry-after, body JSON).
+pub fn raw(method: &str, url: &str, body: Option<&str>) -> (u16, Option<String>, Value) {
+    let req = ureq::request(method, url).set("content-type", "application/json");
+    let res = match body {
+        Some(b) => req.send_string(b),
+        None => req.call(),
+    };
+    let r = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("transport: {e}"),
+    };
+    let status = r.status();
+    let ra = r.header("retry-after").map(str::to_string);
+    let text = r.into_string().unwrap_or_default();
+    (
+        status,
+        ra,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}

@@ -1,0 +1,161 @@
+//! A person at a terminal lists an agent in a directory and looks it up:
+//! the real `rdv-directory` server (SQLite default, port 0) and the real
+//! `rdv` binary, SPEC §4.5.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+
+use rdv_e2e::{bin, run, start_server};
+use serde_json::{Value, json};
+
+const SEED: &str = "0303030303030303030303030303030303030303030303030303030303030303";
+
+fn rdv(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let o = run(Command::new(bin("rdv")).args(args), stdin);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+/// A card claiming `alice@example.org`, signed through `rdv proto sign`.
+fn card() -> Value {
+    let (_, out, _) = rdv(&["proto", "keygen", "--seed", SEED], b"");
+    let id = serde_json::from_str::<Value>(&out).unwrap()["id"].clone();
+    let created =
+        rdv_proto::time::format_time(rdv_proto::time::from_unix(time_now() - 60).unwrap());
+    let unsigned = json!({
+        "v": 1, "id": id, "created": created, "expires": null, "capabilities": ["rdv/v1", "a2a/0.3"],
+        "discovery": {"addresses": [{"type": "email", "value": "alice@example.org"}], "public_pointer": false},
+        "rendezvous": [{"type": "nostr", "relay": "wss://relay.example", "pref": 1}],
+        "policy": {"inbound": "prompt", "public": false},
+    });
+    let (code, out, err) = rdv(
+        &["proto", "sign", "--seed", SEED],
+        unsigned.to_string().as_bytes(),
+    );
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn time_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+#[test]
+fn publish_lookup_remove_from_the_terminal() {
+    let dir = std::env::temp_dir().join(format!("rdv-e2e-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.to_str().unwrap();
+    let o = run(
+        Command::new(bin("rdv-directory")).args(["--data-dir", data, "keygen"]),
+        b"",
+    );
+    assert!(
+        o.status.success(),
+        "keygen: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut serve = Command::new(bin("rdv-directory"));
+    serve.args(["serve", "--data-dir", data, "--listen", "127.0.0.1:0"]);
+    let server = start_server(serve);
+
+    let seed_file = dir.join("seed");
+    std::fs::write(&seed_file, SEED).unwrap();
+    let card_file = dir.join("card.json");
+    std::fs::write(&card_file, card().to_string()).unwrap();
+    let (seed, cardp) = (seed_file.to_str().unwrap(), card_file.to_str().unwrap());
+    let url = server.url.as_str();
+
+    // Listed under an address the card claims (any case: canon lowercases).
+    let (code, out, err) = rdv(
+        &[
+            "directory",
+            "publish",
+            "--url",
+            url,
+            "--address",
+            "Alice@Example.org",
+            "--seed-file",
+            seed,
+            "--card",
+            cardp,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "publish: {err}");
+    assert!(out.contains("stored"), "{out}");
+    // Refused for an address the card does not claim.
+    let (code, _, err) = rdv(
+        &[
+            "directory",
+            "publish",
+            "--url",
+            url,
+            "--address",
+            "bob@example.org",
+            "--seed-file",
+            seed,
+            "--card",
+            cardp,
+        ],
+        b"",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("does not list"), "{err}");
+
+    // Lookup finds exactly the card for the address, nothing for another.
+    let (code, out, err) = rdv(
+        &[
+            "directory",
+            "lookup",
+            "--url",
+            url,
+            "alice@example.org",
+            "bob@example.org",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "lookup: {err}");
+    let id = card()["id"].as_str().unwrap().to_string();
+    let alice_line = out
+        .lines()
+        .find(|l| l.starts_with("alice@example.org"))
+        .expect("a line for alice");
+    assert!(alice_line.contains(&id), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("bob@example.org") && l.contains("not found")),
+        "{out}"
+    );
+
+    // Removed right after publishing; the lookup no longer finds it.
+    let (code, _, err) = rdv(
+        &[
+            "directory",
+            "remove",
+            "--url",
+            url,
+            "--address",
+            "alice@example.org",
+            "--seed-file",
+            seed,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "remove: {err}");
+    let (_, out, _) = rdv(
+        &["directory", "lookup", "--url", url, "alice@example.org"],
+        b"",
+    );
+    assert!(out.contains("not found") && !out.contains(&id), "{out}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
