@@ -1,0 +1,306 @@
+//! Service configuration: TOML file, then `RDV_BRIDGE_*` environment
+//! overrides (`RDV_BRIDGE_LIMITS__REQUEST_BURST=10`), then command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Default body limit: 64 KiB, room for a sealed envelope (about 45 KB,
+/// SPEC §6.4) and a card (16 KiB, §4.3) inline; ntfy's is 4,096 bytes.
+pub const DEFAULT_MESSAGE_SIZE_LIMIT: usize = 64 * 1024;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub http: HttpConfig,
+    pub mqtt: MqttConfig,
+    pub cache: CacheConfig,
+    pub limits: LimitsConfig,
+    pub auth: AuthConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Where the ntfy-compatible HTTP API listens (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Seconds between `keepalive` events on a subscription (ntfy: 45).
+    pub keepalive_secs: u64,
+    /// Trust `X-Forwarded-For` from a reverse proxy for the visitor address.
+    pub behind_proxy: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            keepalive_secs: 45,
+            behind_proxy: false,
+        }
+    }
+}
+
+/// Which MQTT broker carries the MQTT side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MqttMode {
+    /// The in-process `rumqttd` broker.
+    Embedded,
+    /// An external broker (Mosquitto, EMQX) at `external_url`.
+    External,
+    /// HTTP only.
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MqttConfig {
+    pub mode: MqttMode,
+    /// MQTT 3.1.1 (v4) listener of the embedded broker.
+    pub listen: Option<SocketAddr>,
+    /// MQTT 5 listener of the embedded broker.
+    pub listen_v5: Option<SocketAddr>,
+    /// MQTT over WebSocket listener of the embedded broker.
+    pub ws_listen: Option<SocketAddr>,
+    /// MQTT topic `<prefix>T` is ntfy topic `T` (default: none).
+    pub prefix: String,
+    /// `mqtt://host:port` of the external broker.
+    pub external_url: Option<String>,
+    /// Client id of the bridge on an external broker (unique per process).
+    pub client_id: String,
+    /// Most connections the embedded broker accepts.
+    pub max_connections: usize,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        Self {
+            mode: MqttMode::Embedded,
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 1883))),
+            listen_v5: None,
+            ws_listen: None,
+            prefix: String::new(),
+            external_url: None,
+            client_id: "rdv-relay-bridge".into(),
+            max_connections: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Where the SQLite cache lives when `database_url` is unset.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`; default SQLite in `data_dir`.
+    pub database_url: Option<String>,
+    /// How long messages stay cached (`12h`; at most the 7-day envelope
+    /// ttl, SPEC §6.4). `0s` disables the cache.
+    pub duration: String,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./data"),
+            database_url: None,
+            duration: "12h".into(),
+        }
+    }
+}
+
+impl CacheConfig {
+    pub fn duration_secs(&self) -> Result<i64> {
+        let s = crate::since::parse_duration(&self.duration)
+            .ok_or_else(|| Error::Config(format!("cache.duration {:?}", self.duration)))?;
+        if s > rdv_proto::consts::ENVELOPE_MAX_TTL_SECS {
+            return Err(Error::Config(
+                "cache.duration over 7 days (SPEC §6.4)".into(),
+            ));
+        }
+        Ok(s)
+    }
+
+    pub fn url(&self) -> String {
+        match &self.database_url {
+            Some(u) => u.clone(),
+            None => format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("cache.db").display()
+            ),
+        }
+    }
+}
+
+/// Visitor limits, as ntfy operators know them, per IPv4 address or IPv6 /64.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest message body in bytes (HTTP and MQTT).
+    pub message_size_limit: usize,
+    /// Request bucket: burst size and one token back every N milliseconds.
+    pub request_burst: u32,
+    pub request_replenish_ms: u64,
+    /// Open subscriptions per visitor.
+    pub subscriptions_per_visitor: u32,
+    /// Bytes a visitor may publish per UTC day.
+    pub bytes_per_day: u64,
+    /// Global ceiling: requests per second over all visitors, and burst.
+    pub global_requests_per_sec: u32,
+    pub global_burst: u32,
+    /// Global ceiling on open HTTP subscriptions.
+    pub max_subscribers: usize,
+    /// A subscriber that has not taken a message for this long is dropped.
+    pub subscriber_write_timeout_secs: u64,
+    /// Live messages buffered for a subscriber that lags (then it catches up
+    /// from the cache).
+    pub broadcast_capacity: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            message_size_limit: DEFAULT_MESSAGE_SIZE_LIMIT,
+            request_burst: 60,
+            request_replenish_ms: 5000,
+            subscriptions_per_visitor: 30,
+            bytes_per_day: 256 * 1024 * 1024,
+            global_requests_per_sec: 2000,
+            global_burst: 4000,
+            max_subscribers: 10_000,
+            subscriber_write_timeout_secs: 30,
+            broadcast_capacity: 4096,
+        }
+    }
+}
+
+/// Access when no token matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DefaultAccess {
+    /// A community instance: anyone reads and writes.
+    ReadWrite,
+    /// Anyone reads; writing needs a token.
+    ReadOnly,
+    /// Every topic needs a token.
+    DenyAll,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub default_access: DefaultAccess,
+    pub tokens: Vec<TokenConfig>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            default_access: DefaultAccess::ReadWrite,
+            tokens: Vec::new(),
+        }
+    }
+}
+
+/// A bearer token and the topics it may read and write (`*` at the end of a
+/// pattern matches any rest; `*` alone matches every topic).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub token: String,
+    #[serde(default)]
+    pub read: Vec<String>,
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+impl Config {
+    /// Defaults, then the TOML file (if any), then `RDV_BRIDGE_*`.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(p) = path {
+            if !p.exists() {
+                return Err(Error::Config(format!("{} does not exist", p.display())));
+            }
+            fig = fig.merge(Toml::file(p));
+        }
+        fig = fig.merge(Env::prefixed("RDV_BRIDGE_").split("__"));
+        let c: Config = fig.extract().map_err(|e| Error::Config(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Parses TOML text alone (for tests of shipped samples).
+    pub fn from_toml(text: &str) -> Result<Config> {
+        let c: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::string(text))
+            .extract()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        self.cache.duration_secs()?;
+        if self.limits.message_size_limit == 0 || self.limits.message_size_limit > 16 << 20 {
+            return Err(Error::Config(
+                "limits.message_size_limit out of range".into(),
+            ));
+        }
+        if self.limits.request_burst == 0 || self.limits.global_burst == 0 {
+            return Err(Error::Config("limits: bursts must be at least 1".into()));
+        }
+        if self.limits.global_requests_per_sec == 0 || self.limits.request_replenish_ms == 0 {
+            return Err(Error::Config("limits: rates must be positive".into()));
+        }
+        if self.limits.broadcast_capacity == 0 {
+            return Err(Error::Config(
+                "limits.broadcast_capacity must be positive".into(),
+            ));
+        }
+        if self.mqtt.mode == MqttMode::External && self.mqtt.external_url.is_none() {
+            return Err(Error::Config(
+                "mqtt.mode = external needs mqtt.external_url".into(),
+            ));
+        }
+        if self.mqtt.prefix.contains(['#', '+']) {
+            return Err(Error::Config("mqtt.prefix may not hold wildcards".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_fit_envelopes() {
+        let c = Config::default();
+        c.validate().unwrap();
+        assert!(c.limits.message_size_limit >= rdv_proto::consts::ENVELOPE_MAX_BYTES);
+        assert!(c.limits.message_size_limit >= rdv_proto::consts::CARD_MAX_BYTES);
+        assert_eq!(c.cache.duration_secs().unwrap(), 12 * 3600);
+    }
+
+    #[test]
+    fn refuses_unknown_fields_and_long_cache() {
+        assert!(Config::from_toml("[http]\nlisten = \"127.0.0.1:0\"\nbogus = 1\n").is_err());
+        assert!(Config::from_toml("[cache]\nduration = \"8d\"\n").is_err());
+        assert!(Config::from_toml("[cache]\nduration = \"7d\"\n").is_ok());
+        assert!(Config::from_toml("[mqtt]\nmode = \"external\"\n").is_err());
+    }
+
+    #[test]
+    fn shipped_samples_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docker/relay-bridge");
+        let text = std::fs::read_to_string(dir.join("config.toml")).unwrap();
+        let c = Config::from_toml(&text).unwrap();
+        assert_eq!(c.mqtt.mode, MqttMode::Embedded);
+    }
+}

@@ -1,0 +1,311 @@
+//! Visitor limits (issue #5), as ntfy operators know them: per visitor (an
+//! IPv4 address, or an IPv6 /64) a request bucket, open subscriptions and
+//! bytes per day; and a global ceiling. Refusals carry a reason and, where
+//! waiting helps, a `Retry-After`.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use governor::clock::{Clock as _, DefaultClock};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+use crate::config::LimitsConfig;
+use crate::message::Clock;
+
+/// A visitor: an IPv4 address or an IPv6 /64 (IPv4-mapped IPv6 is IPv4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Visitor(IpAddr);
+
+impl Visitor {
+    pub fn of(ip: IpAddr) -> Visitor {
+        match ip {
+            IpAddr::V4(v4) => Visitor(IpAddr::V4(v4)),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Visitor(IpAddr::V4(v4)),
+                None => {
+                    let s = v6.segments();
+                    Visitor(IpAddr::V6(Ipv6Addr::new(
+                        s[0], s[1], s[2], s[3], 0, 0, 0, 0,
+                    )))
+                }
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Visitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            IpAddr::V4(a) => write!(f, "{a}"),
+            IpAddr::V6(a) => write!(f, "{a}/64"),
+        }
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    RequestRate,
+    GlobalRate,
+    Subscriptions,
+    Subscribers,
+    BytesPerDay,
+}
+
+impl Refusal {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::RequestRate => "request limit reached",
+            Refusal::GlobalRate => "server-wide request limit reached",
+            Refusal::Subscriptions => "subscription limit reached for this visitor",
+            Refusal::Subscribers => "server-wide subscriber limit reached",
+            Refusal::BytesPerDay => "daily byte limit reached for this visitor",
+        }
+    }
+    pub fn metric(self) -> &'static str {
+        match self {
+            Refusal::RequestRate => "request_rate",
+            Refusal::GlobalRate => "global_rate",
+            Refusal::Subscriptions => "subscriptions",
+            Refusal::Subscribers => "subscribers",
+            Refusal::BytesPerDay => "bytes_per_day",
+        }
+    }
+}
+
+/// A refusal and how long to wait before trying again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limited {
+    pub refusal: Refusal,
+    pub retry_after_secs: u64,
+}
+
+/// The limiter state.
+pub struct Limits {
+    cfg: LimitsConfig,
+    clock: Arc<dyn Clock>,
+    visitors: DefaultKeyedRateLimiter<Visitor>,
+    global: DefaultDirectRateLimiter,
+    subs: Mutex<HashMap<Visitor, u32>>,
+    total_subs: AtomicUsize,
+    bytes: Mutex<HashMap<Visitor, (i64, u64)>>,
+}
+
+impl std::fmt::Debug for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limits").field("cfg", &self.cfg).finish()
+    }
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n.max(1)).unwrap_or(NonZeroU32::MIN)
+}
+
+impl Limits {
+    pub fn new(cfg: LimitsConfig, clock: Arc<dyn Clock>) -> Arc<Limits> {
+        let per = Duration::from_millis(cfg.request_replenish_ms.max(1));
+        let vq = Quota::with_period(per)
+            .unwrap_or(Quota::per_second(NonZeroU32::MIN))
+            .allow_burst(nz(cfg.request_burst));
+        let gq =
+            Quota::per_second(nz(cfg.global_requests_per_sec)).allow_burst(nz(cfg.global_burst));
+        Arc::new(Limits {
+            visitors: RateLimiter::keyed(vq),
+            global: RateLimiter::direct(gq),
+            cfg,
+            clock,
+            subs: Mutex::new(HashMap::new()),
+            total_subs: AtomicUsize::new(0),
+            bytes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn message_size_limit(&self) -> usize {
+        self.cfg.message_size_limit
+    }
+
+    /// Takes one token from the visitor's bucket and the global one.
+    pub fn request(&self, v: Visitor) -> Result<(), Limited> {
+        let now = DefaultClock::default().now();
+        if let Err(nu) = self.visitors.check_key(&v) {
+            return Err(Limited {
+                refusal: Refusal::RequestRate,
+                retry_after_secs: nu.wait_time_from(now).as_secs().max(1),
+            });
+        }
+        if let Err(nu) = self.global.check() {
+            return Err(Limited {
+                refusal: Refusal::GlobalRate,
+                retry_after_secs: nu.wait_time_from(now).as_secs().max(1),
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts `n` published bytes against the visitor's day (UTC).
+    pub fn spend_bytes(&self, v: Visitor, n: u64) -> Result<(), Limited> {
+        let now = self.clock.now_secs();
+        let day = now.div_euclid(86_400);
+        let mut map = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() > 100_000 {
+            map.retain(|_, (d, _)| *d == day);
+        }
+        let e = map.entry(v).or_insert((day, 0));
+        if e.0 != day {
+            *e = (day, 0);
+        }
+        if e.1.saturating_add(n) > self.cfg.bytes_per_day {
+            let left = (day + 1) * 86_400 - now;
+            return Err(Limited {
+                refusal: Refusal::BytesPerDay,
+                retry_after_secs: u64::try_from(left.max(1)).unwrap_or(1),
+            });
+        }
+        e.1 += n;
+        Ok(())
+    }
+
+    /// Opens a subscription slot; dropping the guard frees it.
+    pub fn subscribe(self: &Arc<Self>, v: Visitor) -> Result<SubGuard, Limited> {
+        let mut map = self.subs.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(v).or_insert(0);
+        if *n >= self.cfg.subscriptions_per_visitor {
+            return Err(Limited {
+                refusal: Refusal::Subscriptions,
+                retry_after_secs: 30,
+            });
+        }
+        if self.total_subs.load(Ordering::SeqCst) >= self.cfg.max_subscribers {
+            return Err(Limited {
+                refusal: Refusal::Subscribers,
+                retry_after_secs: 30,
+            });
+        }
+        *n += 1;
+        self.total_subs.fetch_add(1, Ordering::SeqCst);
+        metrics::gauge!("rdv_bridge_subscribers").increment(1.0);
+        Ok(SubGuard {
+            limits: self.clone(),
+            v,
+        })
+    }
+
+    pub fn subscribers(&self) -> usize {
+        self.total_subs.load(Ordering::SeqCst)
+    }
+
+    /// Forgets idle buckets (called now and then).
+    pub fn housekeeping(&self) {
+        self.visitors.retain_recent();
+        self.visitors.shrink_to_fit();
+    }
+}
+
+/// An open subscription slot.
+#[derive(Debug)]
+pub struct SubGuard {
+    limits: Arc<Limits>,
+    v: Visitor,
+}
+
+impl Drop for SubGuard {
+    fn drop(&mut self) {
+        let mut map = self.limits.subs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.v) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.v);
+            }
+        }
+        self.limits.total_subs.fetch_sub(1, Ordering::SeqCst);
+        metrics::gauge!("rdv_bridge_subscribers").decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ManualClock;
+
+    fn limits(f: impl FnOnce(&mut LimitsConfig)) -> (Arc<Limits>, Arc<ManualClock>) {
+        let mut c = LimitsConfig::default();
+        f(&mut c);
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+        (Limits::new(c, clock.clone()), clock)
+    }
+
+    #[test]
+    fn ipv6_slash64_is_one_visitor() {
+        let a = Visitor::of("2001:db8:1:2:aaaa::1".parse().unwrap());
+        let b = Visitor::of("2001:db8:1:2:bbbb::2".parse().unwrap());
+        let c = Visitor::of("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let m = Visitor::of("::ffff:10.0.0.1".parse().unwrap());
+        assert_eq!(m, Visitor::of("10.0.0.1".parse().unwrap()));
+        assert_ne!(
+            Visitor::of("10.0.0.1".parse().unwrap()),
+            Visitor::of("10.0.0.2".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn request_bucket_per_visitor() {
+        let (l, _) = limits(|c| {
+            c.request_burst = 3;
+            c.request_replenish_ms = 3_600_000;
+        });
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        let b = Visitor::of("10.0.0.2".parse().unwrap());
+        for _ in 0..3 {
+            l.request(a).unwrap();
+        }
+        let e = l.request(a).unwrap_err();
+        assert_eq!(e.refusal, Refusal::RequestRate);
+        assert!(e.retry_after_secs >= 1);
+        l.request(b).unwrap();
+    }
+
+    #[test]
+    fn global_ceiling() {
+        let (l, _) = limits(|c| {
+            c.global_burst = 2;
+            c.global_requests_per_sec = 1;
+        });
+        l.request(Visitor::of("10.0.0.1".parse().unwrap())).unwrap();
+        l.request(Visitor::of("10.0.0.2".parse().unwrap())).unwrap();
+        let e = l
+            .request(Visitor::of("10.0.0.3".parse().unwrap()))
+            .unwrap_err();
+        assert_eq!(e.refusal, Refusal::GlobalRate);
+    }
+
+    #[test]
+    fn bytes_per_day_resets_at_midnight() {
+        let (l, clock) = limits(|c| c.bytes_per_day = 100);
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        l.spend_bytes(a, 60).unwrap();
+        let e = l.spend_bytes(a, 60).unwrap_err();
+        assert_eq!(e.refusal, Refusal::BytesPerDay);
+        l.spend_bytes(Visitor::of("10.0.0.2".parse().unwrap()), 60)
+            .unwrap();
+        clock.advance_secs(86_400);
+        l.spend_bytes(a, 60).unwrap();
+    }
+
+    #[test]
+    fn subscriptions_are_released() {
+        let (l, _) = limits(|c| c.subscriptions_per_visitor = 2);
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        let g1 = l.subscribe(a).unwrap();
+        let _g2 = l.subscribe(a).unwrap();
+        assert_eq!(l.subscribe(a).unwrap_err().refusal, Refusal::Subscriptions);
+        drop(g1);
+        let _g3 = l.subscribe(a).unwrap();
+        assert_eq!(l.subscribers(), 2);
+    }
+}

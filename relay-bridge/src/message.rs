@@ -1,0 +1,299 @@
+//! The ntfy message JSON (issue #5), as ntfy's own clients read it, and the
+//! rules for turning a carried body into one and back, byte for byte.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+
+/// Length of a message id: ntfy uses 12 characters of `[A-Za-z0-9]`.
+pub const ID_LEN: usize = 12;
+const ID_ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// The clock, injected so expiry and limits are testable without waiting.
+pub trait Clock: Send + Sync + 'static {
+    /// Microseconds since the Unix epoch.
+    fn now_us(&self) -> i64;
+    fn now_secs(&self) -> i64 {
+        self.now_us().div_euclid(1_000_000)
+    }
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_us(&self) -> i64 {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Debug, Default)]
+pub struct ManualClock(pub std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    pub fn new(us: i64) -> Self {
+        Self(std::sync::atomic::AtomicI64::new(us))
+    }
+    pub fn advance_secs(&self, s: i64) {
+        self.0
+            .fetch_add(s * 1_000_000, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_us(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A fresh message id from the given randomness.
+pub fn new_id(rng: &mut impl rand::RngCore) -> String {
+    (0..ID_LEN)
+        .map(|_| {
+            let i = (rng.next_u32() as usize) % ID_ALPHABET.len();
+            char::from(ID_ALPHABET[i])
+        })
+        .collect()
+}
+
+/// True for something shaped like a message id (used by `since=<id>`).
+pub fn is_id(s: &str) -> bool {
+    (1..=16).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// ntfy's event kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    Open,
+    Keepalive,
+    Message,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Open => "open",
+            Event::Keepalive => "keepalive",
+            Event::Message => "message",
+        }
+    }
+}
+
+/// One ntfy message (or `open`/`keepalive` event) as it goes on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Message {
+    pub id: String,
+    /// Unix seconds.
+    pub time: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<i64>,
+    pub event: Event,
+    /// The topic, or for `open`/`keepalive` the comma-joined subscription.
+    pub topic: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub click: Option<String>,
+    /// `"base64"` when the body is not UTF-8 (as ntfy does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Microsecond ordering key inside the cache; never on the wire.
+    #[serde(skip)]
+    pub key: i64,
+}
+
+impl Message {
+    /// An `open` or `keepalive` event for a subscription.
+    pub fn control(event: Event, id: String, now_secs: i64, topics: &[String]) -> Self {
+        Message {
+            id,
+            time: now_secs,
+            expires: None,
+            event,
+            topic: topics.join(","),
+            message: None,
+            title: None,
+            tags: None,
+            priority: None,
+            click: None,
+            encoding: None,
+            key: 0,
+        }
+    }
+
+    /// A message event carrying `body`: UTF-8 as text, anything else base64.
+    pub fn with_body(id: String, key: i64, topic: String, body: &[u8]) -> Self {
+        let (message, encoding) = match std::str::from_utf8(body) {
+            Ok(s) => (s.to_owned(), None),
+            Err(_) => (B64.encode(body), Some("base64".to_owned())),
+        };
+        Message {
+            id,
+            time: key.div_euclid(1_000_000),
+            expires: None,
+            event: Event::Message,
+            topic,
+            message: Some(message),
+            title: None,
+            tags: None,
+            priority: None,
+            click: None,
+            encoding,
+            key,
+        }
+    }
+
+    /// The bytes the publisher sent (what MQTT subscribers get).
+    pub fn payload(&self) -> Vec<u8> {
+        let m = self.message.as_deref().unwrap_or("");
+        if self.encoding.as_deref() == Some("base64") {
+            B64.decode(m).unwrap_or_else(|_| m.as_bytes().to_vec())
+        } else {
+            m.as_bytes().to_vec()
+        }
+    }
+
+    /// One JSON line (NDJSON / WebSocket frame / SSE data).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+}
+
+/// Parses a priority as ntfy does: 1-5 or a name.
+pub fn parse_priority(s: &str) -> Option<u8> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "min" => Some(1),
+        "2" | "low" => Some(2),
+        "3" | "default" => Some(3),
+        "4" | "high" => Some(4),
+        "5" | "max" | "urgent" => Some(5),
+        _ => None,
+    }
+}
+
+/// Subscription filters (`id`, `message`, `title`, `tags`, `priority`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filters {
+    pub id: Option<String>,
+    pub message: Option<String>,
+    pub title: Option<String>,
+    /// All of these tags must be present.
+    pub tags: Vec<String>,
+    /// Any of these priorities matches (3 matches an unset priority).
+    pub priorities: Vec<u8>,
+}
+
+impl Filters {
+    pub fn matches(&self, m: &Message) -> bool {
+        if m.event != Event::Message {
+            return true;
+        }
+        if self.id.as_ref().is_some_and(|id| *id != m.id) {
+            return false;
+        }
+        if self
+            .message
+            .as_ref()
+            .is_some_and(|x| Some(x) != m.message.as_ref())
+        {
+            return false;
+        }
+        if self
+            .title
+            .as_ref()
+            .is_some_and(|x| Some(x) != m.title.as_ref())
+        {
+            return false;
+        }
+        let tags = m.tags.as_deref().unwrap_or(&[]);
+        if !self.tags.iter().all(|t| tags.contains(t)) {
+            return false;
+        }
+        let prio = m.priority.unwrap_or(3);
+        self.priorities.is_empty() || self.priorities.contains(&prio)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn ids_have_ntfy_shape() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let id = new_id(&mut rng);
+        assert_eq!(id.len(), 12);
+        assert!(is_id(&id));
+        assert_ne!(id, new_id(&mut rng));
+    }
+
+    #[test]
+    fn binary_is_base64_and_round_trips() {
+        let body = [0u8, 0xff, 0xfe, 1, 2];
+        let m = Message::with_body("a".into(), 5_000_000, "t".into(), &body);
+        assert_eq!(m.encoding.as_deref(), Some("base64"));
+        assert_eq!(m.payload(), body);
+        assert_eq!(m.time, 5);
+        let t = Message::with_body("a".into(), 0, "t".into(), b" text \n");
+        assert_eq!(t.encoding, None);
+        assert_eq!(t.payload(), b" text \n");
+    }
+
+    #[test]
+    fn json_shape() {
+        let m = Message::with_body("abc".into(), 1_000_000, "t".into(), b"hi");
+        let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"id":"abc","time":1,"event":"message","topic":"t","message":"hi"})
+        );
+    }
+
+    #[test]
+    fn filters() {
+        let mut m = Message::with_body("abc".into(), 0, "t".into(), b"hi");
+        m.tags = Some(vec!["a".into(), "b".into()]);
+        m.priority = Some(4);
+        let f = |f: Filters| f.matches(&m);
+        assert!(f(Filters::default()));
+        assert!(f(Filters {
+            tags: vec!["a".into()],
+            ..Default::default()
+        }));
+        assert!(!f(Filters {
+            tags: vec!["c".into()],
+            ..Default::default()
+        }));
+        assert!(f(Filters {
+            priorities: vec![4, 5],
+            ..Default::default()
+        }));
+        assert!(!f(Filters {
+            priorities: vec![3],
+            ..Default::default()
+        }));
+        assert!(!f(Filters {
+            message: Some("x".into()),
+            ..Default::default()
+        }));
+        assert!(f(Filters {
+            id: Some("abc".into()),
+            ..Default::default()
+        }));
+        assert_eq!(parse_priority("urgent"), Some(5));
+        assert_eq!(parse_priority("6"), None);
+    }
+}

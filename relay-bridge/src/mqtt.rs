@@ -1,0 +1,378 @@
+//! The MQTT side (issue #5): an in-process `rumqttd` broker (v4, v5 and
+//! WebSocket listeners) or an external broker, bridged both ways to the ntfy
+//! topic space. MQTT topic `<prefix>T` is ntfy topic `T`; payloads go across
+//! byte for byte, once, and never back where they came from.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::config::MqttConfig;
+use crate::hub::{Draft, Hub, Item, Origin};
+use crate::{Error, Result, topic};
+
+/// Room for the MQTT fixed header, topic and properties above the body limit.
+pub const PACKET_OVERHEAD: usize = 1024;
+
+/// The addresses the embedded broker listens on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MqttAddrs {
+    pub v4: Option<SocketAddr>,
+    pub v5: Option<SocketAddr>,
+    pub ws: Option<SocketAddr>,
+}
+
+/// Our own publications on their way back from the broker: the bridge
+/// subscribes to everything, so what it publishes returns to it, and must not
+/// be carried to ntfy a second time. Counted by (topic, payload hash).
+#[derive(Debug, Default)]
+pub struct EchoFilter {
+    hasher: RandomState,
+    pending: Mutex<HashMap<(String, u64, usize), u32>>,
+}
+
+impl EchoFilter {
+    fn key(&self, topic: &str, payload: &[u8]) -> (String, u64, usize) {
+        (
+            topic.to_owned(),
+            self.hasher.hash_one(payload),
+            payload.len(),
+        )
+    }
+
+    /// Records a publication about to go out.
+    pub fn expect(&self, topic: &str, payload: &[u8]) {
+        let k = self.key(topic, payload);
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if p.len() > 100_000 {
+            // An echo that never came (a broker that dropped it): forget all
+            // rather than grow without bound.
+            p.clear();
+        }
+        *p.entry(k).or_insert(0) += 1;
+    }
+
+    /// True (once per expected copy) if this publication is our own echo.
+    pub fn is_echo(&self, topic: &str, payload: &[u8]) -> bool {
+        let k = self.key(topic, payload);
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        match p.get_mut(&k) {
+            Some(n) => {
+                *n -= 1;
+                if *n == 0 {
+                    p.remove(&k);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Carries one publication from MQTT to ntfy, if it maps to a topic.
+async fn inbound(
+    hub: &Hub,
+    echo: Option<&EchoFilter>,
+    prefix: &str,
+    mqtt_topic: &[u8],
+    payload: &[u8],
+    limit: usize,
+) {
+    let Ok(t) = std::str::from_utf8(mqtt_topic) else {
+        return;
+    };
+    if echo.is_some_and(|e| e.is_echo(t, payload)) {
+        return;
+    }
+    let Some(name) = t.strip_prefix(prefix) else {
+        return;
+    };
+    if topic::validate(name).is_err() {
+        return;
+    }
+    if payload.len() > limit {
+        crate::metrics::refused("mqtt_too_large");
+        return;
+    }
+    let d = Draft {
+        topic: name.to_owned(),
+        body: payload.to_vec(),
+        cache: true,
+        ..Default::default()
+    };
+    if let Err(e) = hub.publish(d, Origin::Mqtt).await {
+        tracing::warn!(error = %e, "mqtt → ntfy publish failed");
+    }
+}
+
+/// Resolves port 0 to a free port: rumqttd binds inside its own threads and
+/// does not report the address, so we find one and hand it over.
+fn reserve(addr: SocketAddr) -> Result<SocketAddr> {
+    if addr.port() != 0 {
+        return Ok(addr);
+    }
+    let l = std::net::TcpListener::bind(addr)?;
+    l.local_addr().map_err(Error::from)
+}
+
+fn server(name: &str, listen: SocketAddr, limit: usize) -> rumqttd::ServerSettings {
+    rumqttd::ServerSettings {
+        name: name.to_owned(),
+        listen,
+        tls: None,
+        next_connection_delay_ms: 0,
+        connections: rumqttd::ConnectionSettings {
+            connection_timeout_ms: 10_000,
+            max_payload_size: limit + PACKET_OVERHEAD,
+            max_inflight_count: 500,
+            auth: None,
+            external_auth: None,
+            dynamic_filters: true,
+        },
+    }
+}
+
+/// Starts the embedded broker and the bridge link; returns where it listens.
+/// The broker's listeners run on threads of their own for the process's life.
+pub async fn start_embedded(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Result<MqttAddrs> {
+    let mut addrs = MqttAddrs::default();
+    let mut rc = rumqttd::Config {
+        id: 0,
+        router: rumqttd::RouterConfig {
+            max_connections: cfg.max_connections,
+            max_outgoing_packet_count: 200,
+            max_segment_size: 16 * 1024 * 1024,
+            max_segment_count: 8,
+            custom_segment: None,
+            initialized_filters: None,
+            shared_subscriptions_strategy: Default::default(),
+        },
+        ..Default::default()
+    };
+    if let Some(a) = cfg.listen {
+        let a = reserve(a)?;
+        addrs.v4 = Some(a);
+        rc.v4 = Some(HashMap::from([("v4".to_owned(), server("v4", a, limit))]));
+    }
+    if let Some(a) = cfg.listen_v5 {
+        let a = reserve(a)?;
+        addrs.v5 = Some(a);
+        rc.v5 = Some(HashMap::from([("v5".to_owned(), server("v5", a, limit))]));
+    }
+    if let Some(a) = cfg.ws_listen {
+        let a = reserve(a)?;
+        addrs.ws = Some(a);
+        rc.ws = Some(HashMap::from([("ws".to_owned(), server("ws", a, limit))]));
+    }
+    if addrs == MqttAddrs::default() {
+        return Err(Error::Config(
+            "mqtt.mode = embedded needs at least one listener".into(),
+        ));
+    }
+    let mut broker = rumqttd::Broker::new(rc);
+    // One link subscribes to everything (MQTT → ntfy) and publishes (ntfy →
+    // MQTT). rumqttd forwards the link's own publications back to it; the
+    // echo filter drops exactly those (the test
+    // `ntfy_reaches_mosquitto_sub_v4_and_v5_once` fails without it).
+    let (mut link_tx, mut link_rx) = broker
+        .link("rdv-relay-bridge")
+        .map_err(|e| Error::Mqtt(e.to_string()))?;
+    std::thread::Builder::new()
+        .name("rumqttd".into())
+        .spawn(move || {
+            if let Err(e) = broker.start() {
+                tracing::error!(error = %e, "embedded MQTT broker stopped");
+            }
+        })?;
+    let filter = format!("{}#", cfg.prefix);
+    link_tx
+        .subscribe(filter)
+        .map_err(|e| Error::Mqtt(e.to_string()))?;
+
+    let echo = Arc::new(EchoFilter::default());
+    let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    hub.set_mqtt_sink(tx);
+
+    // ntfy → MQTT, on a thread: the local link's send may block.
+    let prefix = cfg.prefix.clone();
+    let echo_out = echo.clone();
+    std::thread::Builder::new()
+        .name("rdv-bridge-mqtt-out".into())
+        .spawn(move || {
+            while let Some(m) = rx.blocking_recv() {
+                let topic = format!("{prefix}{}", m.topic);
+                let payload = m.payload();
+                echo_out.expect(&topic, &payload);
+                if link_tx
+                    .publish(Bytes::from(topic), Bytes::from(payload))
+                    .is_err()
+                {
+                    tracing::error!("embedded broker link closed");
+                    return;
+                }
+                metrics::counter!("rdv_bridge_messages_out_total", "protocol" => "mqtt")
+                    .increment(1);
+            }
+        })?;
+
+    // MQTT → ntfy.
+    let prefix = cfg.prefix.clone();
+    tokio::spawn(async move {
+        loop {
+            match link_rx.next().await {
+                Ok(Some(rumqttd::Notification::Forward(f))) => {
+                    inbound(
+                        &hub,
+                        Some(&echo),
+                        &prefix,
+                        &f.publish.topic,
+                        &f.publish.payload,
+                        limit,
+                    )
+                    .await;
+                }
+                Ok(Some(rumqttd::Notification::Unschedule)) => {
+                    if link_rx.wake().await.is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "embedded broker link closed");
+                    return;
+                }
+            }
+        }
+    });
+
+    for a in [addrs.v4, addrs.v5, addrs.ws].into_iter().flatten() {
+        wait_listening(a).await?;
+    }
+    Ok(addrs)
+}
+
+/// Waits (bounded) until the broker accepts connections on `a`.
+async fn wait_listening(a: SocketAddr) -> Result<()> {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(a).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err(Error::Mqtt(format!(
+        "embedded broker did not listen on {a}"
+    )))
+}
+
+/// Connects the bridge to an external broker (Mosquitto, EMQX) instead.
+pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Result<()> {
+    let url = cfg
+        .external_url
+        .as_deref()
+        .ok_or_else(|| Error::Config("mqtt.external_url is unset".into()))?;
+    let hostport = url.strip_prefix("mqtt://").unwrap_or(url);
+    let (host, port) = hostport
+        .rsplit_once(':')
+        .and_then(|(h, p)| {
+            Some((
+                h.trim_matches(['[', ']']).to_owned(),
+                p.parse::<u16>().ok()?,
+            ))
+        })
+        .ok_or_else(|| {
+            Error::Config(format!("mqtt.external_url {url:?}: want mqtt://host:port"))
+        })?;
+    let mut opts = rumqttc::MqttOptions::new(cfg.client_id.clone(), host, port);
+    opts.set_keep_alive(Duration::from_secs(30));
+    opts.set_max_packet_size(limit + PACKET_OVERHEAD, limit + PACKET_OVERHEAD);
+    opts.set_clean_session(true);
+    let (client, mut eventloop) = rumqttc::AsyncClient::new(opts, 1024);
+    let filter = format!("{}#", cfg.prefix);
+    let echo = Arc::new(EchoFilter::default());
+    let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    hub.set_mqtt_sink(tx);
+
+    let prefix = cfg.prefix.clone();
+    let echo_out = echo.clone();
+    let out_client = client.clone();
+    tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            let topic = format!("{prefix}{}", m.topic);
+            let payload = m.payload();
+            echo_out.expect(&topic, &payload);
+            if out_client
+                .publish(topic, rumqttc::QoS::AtLeastOnce, false, payload)
+                .await
+                .is_err()
+            {
+                tracing::error!("external broker client closed");
+                return;
+            }
+            metrics::counter!("rdv_bridge_messages_out_total", "protocol" => "mqtt").increment(1);
+        }
+    });
+
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
+    let prefix = cfg.prefix.clone();
+    tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        loop {
+            match eventloop.poll().await {
+                Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_))) => {
+                    // Clean session: subscribe again after every connect.
+                    let _ = client
+                        .subscribe(filter.clone(), rumqttc::QoS::AtLeastOnce)
+                        .await;
+                }
+                Ok(rumqttc::Event::Incoming(rumqttc::Packet::SubAck(_))) => {
+                    if let Some(r) = ready.take() {
+                        let _ = r.send(());
+                    }
+                }
+                Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => {
+                    inbound(
+                        &hub,
+                        Some(&echo),
+                        &prefix,
+                        p.topic.as_bytes(),
+                        &p.payload,
+                        limit,
+                    )
+                    .await;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "external broker connection lost; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(10), ready_rx)
+        .await
+        .map_err(|_| Error::Mqtt(format!("no subscription on {url} within 10 s")))?
+        .map_err(|_| Error::Mqtt("external broker task ended".into()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_filter_counts_copies() {
+        let e = EchoFilter::default();
+        e.expect("t", b"x");
+        e.expect("t", b"x");
+        assert!(!e.is_echo("t", b"y"));
+        assert!(!e.is_echo("u", b"x"));
+        assert!(e.is_echo("t", b"x"));
+        assert!(e.is_echo("t", b"x"));
+        assert!(!e.is_echo("t", b"x"));
+    }
+}
