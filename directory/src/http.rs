@@ -63,7 +63,7 @@ struct Inner {
 
 impl AppState {
     pub fn new(cfg: Config, keys: KeyRing, store: Store, clock: Arc<dyn Clock>) -> Self {
-        let limiter = Limiter::new(&cfg.limits);
+        let limiter = Limiter::new(&cfg.limits, clock.clone());
         Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -150,6 +150,41 @@ impl IntoResponse for Refusal {
         }
         r
     }
+}
+
+/// Every refusal in the API's JSON shape: an error response from a layer or
+/// from axum itself (413 body limit, 408 timeout, 404, 405, an extractor's
+/// rejection) is rewritten as `{error, message}` with a stable code. Its
+/// headers (`Allow`, `Retry-After`) are kept; its plain-text body is not
+/// echoed, as it may quote the request.
+async fn json_refusals(r: Response) -> Response {
+    let status = r.status();
+    let is_json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return r;
+    }
+    let (code, message) = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ("too_large", "the request body is too large"),
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::NOT_FOUND => ("not_found", "no such endpoint"),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported_media_type", "send application/json"),
+        StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
+        s if s.is_server_error() => ("internal", "internal error"),
+        _ => ("malformed", "the request is malformed"),
+    };
+    let (parts, _) = r.into_parts();
+    let mut fresh = Refusal::new(status, code, message).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH && name != header::CONTENT_TYPE {
+            fresh.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    fresh
 }
 
 type Answer<T> = Result<Json<T>, Refusal>;
@@ -270,6 +305,9 @@ pub fn app(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
+        // Outside the body limit and the timeout, so their refusals (and
+        // axum's own 404/405) get the JSON error shape too.
+        .layer(axum::middleware::map_response(json_refusals))
         .layer(cors)
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
@@ -668,8 +706,18 @@ async fn healthz(State(s): State<AppState>) -> Response {
         Ok(_) if !s.inner.keys.usable(s.now()).is_empty() => {
             (StatusCode::OK, "ok\n").into_response()
         }
-        Ok(_) => (StatusCode::SERVICE_UNAVAILABLE, "no usable key\n").into_response(),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response(),
+        Ok(_) => Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_usable_key",
+            "no usable key",
+        )
+        .into_response(),
+        Err(_) => Refusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "database unavailable",
+        )
+        .into_response(),
     }
 }
 
@@ -680,10 +728,11 @@ async fn metrics_text(State(s): State<AppState>, _h: HeaderMap) -> Response {
             h.render(),
         )
             .into_response(),
-        None => (
+        None => Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "metrics recorder unavailable\n",
+            "unavailable",
+            "metrics recorder unavailable",
         )
-            .into_response(),
+        .into_response(),
     }
 }

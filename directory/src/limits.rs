@@ -2,15 +2,42 @@
 //! client (an IPv4 address, an IPv6 /64) has token buckets for evaluated
 //! elements, lookups and publishes, under a global ceiling on evaluations.
 //! A refusal carries the wait, sent as `Retry-After`.
+//!
+//! The buckets run on the service's injected [`Clock`], so refills are
+//! testable with a manual clock. The system clock is wall time: if it steps
+//! back, buckets refill late (stricter), never early by more than the step.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
-use governor::clock::{Clock as _, DefaultClock};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::clock::Clock as GovernorClock;
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
 
+use crate::clock::Clock;
 use crate::config::{Bucket, Limits};
+
+/// The service clock as governor's clock: nanoseconds since the Unix epoch
+/// (0 before it).
+#[derive(Clone)]
+pub struct ServiceClock(Arc<dyn Clock>);
+
+impl GovernorClock for ServiceClock {
+    type Instant = Nanos;
+
+    fn now(&self) -> Nanos {
+        let ns = self.0.now().unix_timestamp_nanos();
+        Nanos::from(u64::try_from(ns).unwrap_or(0))
+    }
+}
+
+type Keyed = RateLimiter<u128, DefaultKeyedStateStore<u128>, ServiceClock, NoOpMiddleware<Nanos>>;
+type Direct = RateLimiter<NotKeyed, InMemoryState, ServiceClock, NoOpMiddleware<Nanos>>;
 
 /// A verdict on one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +68,11 @@ impl Kind {
 }
 
 pub struct Limiter {
-    evaluate: DefaultKeyedRateLimiter<u128>,
-    lookup: DefaultKeyedRateLimiter<u128>,
-    publish: DefaultKeyedRateLimiter<u128>,
-    global: DefaultDirectRateLimiter,
+    evaluate: Keyed,
+    lookup: Keyed,
+    publish: Keyed,
+    global: Direct,
+    clock: ServiceClock,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -76,15 +104,21 @@ pub fn client_key(ip: IpAddr) -> u128 {
 }
 
 impl Limiter {
-    pub fn new(l: &Limits) -> Self {
+    /// Buckets per `l`, refilled on `clock`.
+    pub fn new(l: &Limits, clock: Arc<dyn Clock>) -> Self {
+        let clock = ServiceClock(clock);
+        let keyed =
+            |b| RateLimiter::new(quota(b), DefaultKeyedStateStore::default(), clock.clone());
         Self {
-            evaluate: RateLimiter::keyed(quota(l.evaluate)),
-            lookup: RateLimiter::keyed(quota(l.lookup)),
-            publish: RateLimiter::keyed(quota(l.publish)),
-            global: RateLimiter::direct(
+            evaluate: keyed(l.evaluate),
+            lookup: keyed(l.lookup),
+            publish: keyed(l.publish),
+            global: RateLimiter::direct_with_clock(
                 Quota::per_second(nz(l.global_evaluate_per_sec))
                     .allow_burst(nz(l.global_evaluate_per_sec)),
+                clock.clone(),
             ),
+            clock,
         }
     }
 
@@ -98,7 +132,7 @@ impl Limiter {
             Kind::Lookup => &self.lookup,
             Kind::Publish => &self.publish,
         };
-        let now = DefaultClock::default().now();
+        let now = self.clock.now();
         match limiter.check_key_n(&key, n) {
             Ok(Ok(())) => {}
             Ok(Err(nu)) => return limited(nu.wait_time_from(now)),
@@ -136,6 +170,7 @@ fn limited(wait: Duration) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::{ManualClock, SystemClock};
 
     #[test]
     fn ipv6_keyed_by_slash_64_and_ipv4_by_address() {
@@ -164,7 +199,7 @@ mod tests {
             },
             ..Limits::default()
         };
-        let lim = Limiter::new(&l);
+        let lim = Limiter::new(&l, Arc::new(SystemClock));
         let ip = IpAddr::from([192, 0, 2, 1]);
         for _ in 0..3 {
             assert_eq!(lim.check(Kind::Publish, ip, 1), Verdict::Allowed);
@@ -178,5 +213,48 @@ mod tests {
             lim.check(Kind::Publish, IpAddr::from([192, 0, 2, 2]), 1),
             Verdict::Allowed
         );
+    }
+
+    /// A refused client is served again once its bucket refills on the
+    /// service clock, and not before: no sleeping, the clock is moved by hand.
+    #[test]
+    fn refill_follows_the_injected_clock() {
+        let l = Limits {
+            evaluate: Bucket {
+                burst: 2,
+                per_day: 24, // one token an hour
+            },
+            ..Limits::default()
+        };
+        let t0 = time::OffsetDateTime::from_unix_timestamp(1_800_000_000)
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let clock = Arc::new(ManualClock::new(t0));
+        let lim = Limiter::new(&l, clock.clone());
+        let ip = IpAddr::from([198, 51, 100, 7]);
+        assert_eq!(lim.check(Kind::Evaluate, ip, 2), Verdict::Allowed);
+        let retry = match lim.check(Kind::Evaluate, ip, 1) {
+            Verdict::Limited { retry_after } => retry_after,
+            Verdict::Allowed => panic!("allowed past the burst"),
+        };
+        assert!(
+            (3_599..=3_600).contains(&retry),
+            "one token per hour: retry after {retry}s"
+        );
+        // Just before the refill: still refused.
+        clock.advance(time::Duration::seconds(3_590));
+        assert!(matches!(
+            lim.check(Kind::Evaluate, ip, 1),
+            Verdict::Limited { .. }
+        ));
+        // After the refill interval: served again, once.
+        clock.advance(time::Duration::seconds(11));
+        assert_eq!(lim.check(Kind::Evaluate, ip, 1), Verdict::Allowed);
+        assert!(matches!(
+            lim.check(Kind::Evaluate, ip, 1),
+            Verdict::Limited { .. }
+        ));
+        // A day later the whole burst is back.
+        clock.advance(time::Duration::days(1));
+        assert_eq!(lim.check(Kind::Evaluate, ip, 2), Verdict::Allowed);
     }
 }

@@ -340,7 +340,12 @@ async fn oversize_and_malformed_bodies_refused(b: Backend) {
         ("PUT", format!("/v1/listings/{}", "a".repeat(64)), "{\"a\":1,\"a\":2}".into(), 400, Some("invalid_document")),
         ("PUT", "/v1/listings/NOTHEX".into(), "{}".into(), 400, Some("bad_lookup_id")),
         ("PUT", format!("/v1/listings/{}", "a".repeat(64)), format!("{{\"pad\":\"{}\"}}", "x".repeat(30 * 1024)), 413, Some("too_large")),
-        ("POST", "/v1/evaluate".into(), "x".repeat(200 * 1024), 413, None),
+        // Over max_body_bytes: refused by the body limit, in the same JSON shape.
+        ("POST", "/v1/evaluate".into(), "x".repeat(200 * 1024), 413, Some("too_large")),
+        ("PUT", format!("/v1/listings/{}", "a".repeat(64)), "x".repeat(200 * 1024), 413, Some("too_large")),
+        // Routing refusals from axum itself, same shape.
+        ("POST", "/v1/nowhere".into(), "{}".into(), 404, Some("not_found")),
+        ("PUT", "/v1/evaluate".into(), "{}".into(), 405, Some("method_not_allowed")),
     ];
     for (m, path, body, want, code) in cases {
         let url = format!("{u}{path}");
@@ -349,6 +354,12 @@ async fn oversize_and_malformed_bodies_refused(b: Backend) {
         if let Some(code) = code {
             assert_eq!(e["error"].as_str(), Some(code), "{m} {path}: {e}");
         }
+        // Every refusal is {error, message}, both strings, nothing else.
+        let obj = e
+            .as_object()
+            .unwrap_or_else(|| panic!("{m} {path}: not JSON: {e}"));
+        assert_eq!(obj.len(), 2, "{m} {path}: {e}");
+        assert!(e["message"].is_string(), "{m} {path}: {e}");
     }
     env.teardown().await;
 }

@@ -5,6 +5,7 @@
 //! vectors and shared with the server. [`http::DirectoryClient`] (feature
 //! `http`) is the typed blocking client over them.
 
+pub(crate) mod dleq;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
