@@ -340,16 +340,28 @@ async fn oversize_and_malformed_bodies_refused(b: Backend) {
         ("PUT", format!("/v1/listings/{}", "a".repeat(64)), "{\"a\":1,\"a\":2}".into(), 400, Some("invalid_document")),
         ("PUT", "/v1/listings/NOTHEX".into(), "{}".into(), 400, Some("bad_lookup_id")),
         ("PUT", format!("/v1/listings/{}", "a".repeat(64)), format!("{{\"pad\":\"{}\"}}", "x".repeat(30 * 1024)), 413, Some("too_large")),
-        // Over max_body_bytes: refused by the body limit, in the same JSON shape.
-        ("POST", "/v1/evaluate".into(), "x".repeat(200 * 1024), 413, Some("too_large")),
-        ("PUT", format!("/v1/listings/{}", "a".repeat(64)), "x".repeat(200 * 1024), 413, Some("too_large")),
         // Routing refusals from axum itself, same shape.
         ("POST", "/v1/nowhere".into(), "{}".into(), 404, Some("not_found")),
         ("PUT", "/v1/evaluate".into(), "{}".into(), 405, Some("method_not_allowed")),
     ];
+    // Over max_body_bytes: refused by the body limit from the announced
+    // length, before any of the body is read, in the same JSON shape.
+    let announced = [
+        ("POST", "/v1/evaluate".to_string()),
+        ("PUT", format!("/v1/listings/{}", "a".repeat(64))),
+    ];
+    let mut results = Vec::new();
+    for (m, path) in announced {
+        let url = format!("{u}{path}");
+        let (s, e) = blocking(move || raw_announced(m, &url, 200 * 1024)).await;
+        results.push((m, path, s, e, 413, Some("too_large")));
+    }
     for (m, path, body, want, code) in cases {
         let url = format!("{u}{path}");
         let (s, _, e) = blocking(move || raw(m, &url, Some(&body))).await;
+        results.push((m, path, s, e, want, code));
+    }
+    for (m, path, s, e, want, code) in results {
         assert_eq!(s, want, "{m} {path}: {e}");
         if let Some(code) = code {
             assert_eq!(e["error"].as_str(), Some(code), "{m} {path}: {e}");

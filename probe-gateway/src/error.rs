@@ -1,5 +1,5 @@
-//! The crate's one error type: configuration and I/O trouble. Refused mail
-//! is not an error (see `verdict::Refusal`).
+//! The crate's one error type: configuration, storage and I/O trouble.
+//! Refused mail is not an error (see `verdict::Refusal`).
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -9,4 +9,6 @@ pub enum Error {
     Dns(String),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
 }

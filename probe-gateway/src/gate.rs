@@ -38,6 +38,9 @@ pub struct Arrival<'a> {
 pub struct Screened {
     pub kind: BlockKind,
     pub payload: BlockPayload,
+    /// The verified RDV/1 block as JSON (what is stored and delivered;
+    /// never the raw mail).
+    pub block: serde_json::Value,
     /// The payload's own id (request, grant or invite id): the dedupe key.
     pub id: String,
     /// The requester (probe), grantor (SYN-ACK) or inviter agent.
@@ -188,6 +191,7 @@ pub fn screen(raw: &[u8], arrival: &Arrival<'_>, now: Instant) -> Result<Screene
     Ok(Screened {
         kind,
         payload,
+        block,
         id,
         requester,
         sender,
@@ -401,6 +405,33 @@ pub enum AuthBackend {
     Verify(Box<crate::auth::Verifier>),
 }
 
+/// Mail authentication of a screened message (§5.2.1 gate step 2):
+/// verdicts, never a refusal.
+pub async fn authenticate(
+    raw: &[u8],
+    screened: &Screened,
+    session: Option<&crate::auth::SmtpSession>,
+    backend: &AuthBackend,
+) -> AuthVerdicts {
+    match backend {
+        AuthBackend::Trusted(ids) => crate::auth::trusted(raw, ids, &screened.from_domain),
+        AuthBackend::Verify(v) => v.verify(raw, &screened.from_domain, session).await,
+    }
+}
+
+impl Admitted {
+    /// The binding (step 5) of a message whose dedupe and limits were
+    /// checked elsewhere (the store, `store::Store::admit`).
+    pub fn new(screened: Screened, auth: AuthVerdicts) -> Self {
+        let binding = auth.binding();
+        Self {
+            screened,
+            auth,
+            binding,
+        }
+    }
+}
+
 /// The whole gate for one message: [`screen`], authentication, [`admit`].
 /// `limits` is locked only for the final, synchronous step.
 pub async fn run(
@@ -412,10 +443,7 @@ pub async fn run(
     now: Instant,
 ) -> Result<Admitted, Refusal> {
     let screened = screen(raw, arrival, now)?;
-    let auth = match backend {
-        AuthBackend::Trusted(ids) => crate::auth::trusted(raw, ids, &screened.from_domain),
-        AuthBackend::Verify(v) => v.verify(raw, &screened.from_domain, session).await,
-    };
+    let auth = authenticate(raw, &screened, session, backend).await;
     let mut guard = limits
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -1,12 +1,24 @@
 //! The probe and invite gateway (SPEC §5.2.1, §5.2.2): the mail-rule
 //! endpoint where attacker-written mail meets the protocol. The gate is
 //! deterministic and bounded; verdicts and refusals are data.
+//!
+//! [`gate`] (with [`auth`], [`limits`], [`verdict`]) decides about one
+//! message; [`cookie`] makes the stateless challenges; [`store`] keeps the
+//! state on SQLite or Postgres; [`http`] is the API and [`server`] binds,
+//! serves, purges and shuts down.
 
 pub mod auth;
+pub mod clock;
+pub mod config;
 pub mod cookie;
 pub mod error;
 pub mod gate;
+pub mod http;
 pub mod limits;
+pub mod mailer;
+pub mod server;
+pub mod signed;
+pub mod store;
 pub mod verdict;
 
 pub use error::Error;

@@ -1,15 +1,20 @@
-//! `rdv-probe-gateway`: today the `check` command, which runs the §5.2.1
-//! gate over one message so an operator can test a mail rule end to end.
+//! `rdv-probe-gateway`: `serve` (the HTTP API, docs/probe-gateway.md) and
+//! `check`, which runs the §5.2.1 gate over one message so an operator can
+//! test a mail rule end to end.
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use rdv_probe_gateway::auth::{SmtpSession, Verifier, VerifyConfig};
+use rdv_probe_gateway::clock::SystemClock;
+use rdv_probe_gateway::config::Config;
 use rdv_probe_gateway::gate::{self, Arrival, AuthBackend};
 use rdv_probe_gateway::limits::{LimitConfig, Limits};
 use rdv_proto::{Address, AgentId};
@@ -35,6 +40,22 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Serve the HTTP API; prints the bound address ("listening on http://…").
+    /// Settings: --config TOML, then RDV_GATEWAY_* variables, then these flags.
+    Serve {
+        /// TOML configuration file.
+        #[arg(long, env = "RDV_GATEWAY_CONFIG")]
+        config: Option<PathBuf>,
+        /// HTTP address, e.g. 0.0.0.0:8490 (port 0 picks one).
+        #[arg(long)]
+        http_listen: Option<SocketAddr>,
+        /// Holds the SQLite database, the master secret and the outbox.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// `sqlite://PATH?mode=rwc` or `postgres://…`.
+        #[arg(long)]
+        database: Option<String>,
+    },
     /// Run the gate over one raw RFC 5322 message and print the verdict as
     /// JSON. Exit status 0 when admitted, 2 when refused. Choose trusted mode
     /// with --authserv-id, or verify mode with --verify.
@@ -87,6 +108,26 @@ fn main() -> anyhow::Result<ExitCode> {
         LogFormat::Json => builder.json().init(),
     }
     match cli.cmd {
+        Cmd::Serve {
+            config,
+            http_listen,
+            data_dir,
+            database,
+        } => {
+            let mut cfg = Config::load(config.as_deref())?;
+            if let Some(l) = http_listen {
+                cfg.http_listen = l;
+            }
+            if let Some(d) = data_dir {
+                cfg.data_dir = d;
+            }
+            if let Some(d) = database {
+                cfg.database = Some(d);
+            }
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(rdv_probe_gateway::server::serve(cfg, Arc::new(SystemClock)))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Check {
             file,
             mailbox,

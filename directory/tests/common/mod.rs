@@ -160,6 +160,48 @@ pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static)
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
+/// An oversize request as a client that announces its length would send it:
+/// the headers with `Content-Length: len`, then nothing. The body limit
+/// answers from the header alone, so the answer is deterministic (a client
+/// still uploading when the server closes would see a broken pipe instead).
+pub fn raw_announced(method: &str, url: &str, len: usize) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {len}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    let text = String::from_utf8_lossy(&resp);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        // Decode a chunked body: size line, data, CRLF, until the 0 chunk.
+        let mut out = String::new();
+        let mut rest = body;
+        while let Some((size, tail)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.push_str(&tail[..n]);
+            rest = &tail[n + 2..];
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
 /// A raw request: (status, retry-after, body JSON).
 pub fn raw(method: &str, url: &str, body: Option<&str>) -> (u16, Option<String>, Value) {
     let req = ureq::request(method, url).set("content-type", "application/json");

@@ -1,6 +1,8 @@
 //! Shared test fixtures: a requester agent, probe mails, and a real DNS
 //! server on loopback that serves the test zone (never the internet).
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod env;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -1,0 +1,178 @@
+//! Service configuration: defaults, then a TOML file, then `RDV_GATEWAY_*`
+//! environment overrides (nested keys with `__`, e.g.
+//! `RDV_GATEWAY_LIMITS__PER_SENDER__MAX`). Secrets are never in here: the
+//! master secret is read from `master_secret_file`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::AuthMode;
+use crate::error::Error;
+use crate::limits::{LimitConfig, Rate};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// HTTP address; port 0 picks a free port (printed at start).
+    pub http_listen: SocketAddr,
+    /// Holds the SQLite file, the master secret and the outbox by default.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`; default `<data_dir>/gateway.db`.
+    pub database: Option<String>,
+    pub max_db_connections: u32,
+    /// Hex file of the cookie master secret (§5.2.1); default
+    /// `<data_dir>/master-secret`, created on first start when absent.
+    pub master_secret_file: Option<PathBuf>,
+    /// After a rotation: the previous secret's file and when it was retired
+    /// (RFC 3339); it stays valid for one probe lifetime.
+    pub previous_master_secret_file: Option<PathBuf>,
+    pub previous_retired_at: Option<String>,
+    /// Trusted (Authentication-Results from these authserv-ids) or verify.
+    pub auth: AuthMode,
+    /// Verify mode: nameservers (the system's when empty).
+    pub nameservers: Vec<SocketAddr>,
+    pub dns_query_timeout_secs: u64,
+    pub dns_total_timeout_secs: u64,
+    /// Largest raw message, bytes, refused before parsing.
+    pub max_mail_bytes: usize,
+    /// Largest JSON request body, bytes.
+    pub max_body_bytes: usize,
+    pub request_timeout_secs: u64,
+    /// Allowed CORS origins; `["*"]` allows any.
+    pub cors_origins: Vec<String>,
+    /// Signed requests: how far `ts` may be from the gateway's clock.
+    pub signed_request_window_secs: i64,
+    /// Mailbox-proof codes: lifetime and tries.
+    pub code_ttl_secs: i64,
+    pub code_max_attempts: u32,
+    /// Registrations (proof-code mails) per mailbox, so the gateway cannot
+    /// be used to flood an address with codes.
+    pub register_per_mailbox: Rate,
+    /// Most items one inbox answer carries.
+    pub inbox_max_items: u32,
+    pub purge_interval_secs: u64,
+    /// Where proof-code mails are spooled until the SMTP sender lands;
+    /// default `<data_dir>/outbox`.
+    pub outbox_dir: Option<PathBuf>,
+    pub limits: LimitConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            http_listen: SocketAddr::from(([127, 0, 0, 1], 8490)),
+            data_dir: PathBuf::from("./data"),
+            database: None,
+            max_db_connections: 16,
+            master_secret_file: None,
+            previous_master_secret_file: None,
+            previous_retired_at: None,
+            auth: AuthMode::Trusted {
+                authserv_ids: Vec::new(),
+            },
+            nameservers: Vec::new(),
+            dns_query_timeout_secs: 5,
+            dns_total_timeout_secs: 20,
+            max_mail_bytes: rdv_proto::consts::MAIL_MAX_BYTES,
+            max_body_bytes: 64 * 1024,
+            request_timeout_secs: 30,
+            cors_origins: vec!["*".into()],
+            signed_request_window_secs: 300,
+            code_ttl_secs: 3600,
+            code_max_attempts: 5,
+            register_per_mailbox: Rate {
+                max: 5,
+                window_secs: 24 * 3600,
+            },
+            inbox_max_items: 100,
+            purge_interval_secs: 300,
+            outbox_dir: None,
+            limits: LimitConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Defaults, then the TOML file (if any), then the environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, Error> {
+        let mut f = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(p) = file {
+            if !p.exists() {
+                return Err(Error::Config(format!("{} does not exist", p.display())));
+            }
+            f = f.merge(Toml::file(p));
+        }
+        let c: Config = f
+            .merge(Env::prefixed("RDV_GATEWAY_").split("__"))
+            .extract()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Parses TOML text alone (tests, sample configs).
+    pub fn from_toml(text: &str) -> Result<Self, Error> {
+        let c: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::string(text))
+            .extract()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        c.check()?;
+        Ok(c)
+    }
+
+    pub fn check(&self) -> Result<(), Error> {
+        let bad = |s: &str| Err(Error::Config(s.into()));
+        if self.max_mail_bytes == 0 || self.max_body_bytes == 0 {
+            return bad("max_mail_bytes and max_body_bytes must be at least 1");
+        }
+        if !(1..=3600).contains(&self.signed_request_window_secs) {
+            return bad("signed_request_window_secs must be 1 to 3600");
+        }
+        if self.code_ttl_secs < 60 || self.code_max_attempts == 0 {
+            return bad("code_ttl_secs must be at least 60 and code_max_attempts at least 1");
+        }
+        if self.inbox_max_items == 0 {
+            return bad("inbox_max_items must be at least 1");
+        }
+        let l = &self.limits;
+        for r in [
+            l.per_sender,
+            l.per_requester,
+            l.per_mailbox,
+            self.register_per_mailbox,
+        ] {
+            if r.max == 0 || r.window_secs <= 0 {
+                return bad("every limit needs max and window_secs of at least 1");
+            }
+        }
+        if self.previous_master_secret_file.is_some() != self.previous_retired_at.is_some() {
+            return bad("previous_master_secret_file and previous_retired_at go together");
+        }
+        Ok(())
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database.clone().unwrap_or_else(|| {
+            format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("gateway.db").display()
+            )
+        })
+    }
+
+    pub fn master_secret_path(&self) -> PathBuf {
+        self.master_secret_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("master-secret"))
+    }
+
+    pub fn outbox_path(&self) -> PathBuf {
+        self.outbox_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("outbox"))
+    }
+}

@@ -1,0 +1,835 @@
+//! The HTTP API (issue #4; SPEC §5.2.1, §5.2.2).
+//!
+//! - `POST /v1/inbound`: a raw RFC 5322 message, `Authorization: Bearer
+//!   <integration token>`; bounded before parsing, gated, stored, queued.
+//! - `POST /v1/register`, `POST /v1/verify`: an agent names a mailbox and
+//!   proves it with the code mailed to it; verification returns the
+//!   mailbox's integration token (shown once; only a hash is kept).
+//! - `GET /v1/inbox`, `GET /v1/inbox/stream` (SSE): the agent's queue.
+//!
+//! Agent requests are signed (`signed`). Refusals are JSON `{error,
+//! message}` with a stable code. Nothing here logs a mail body, a token, a
+//! code or a secret: handlers log outcomes and codes only.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use rdv_proto::encoding::base32;
+use rdv_proto::time::{format_time, from_unix};
+use rdv_proto::{Address, AddressKind, AgentId};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::broadcast;
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+
+use crate::clock::{Clock, Entropy};
+use crate::config::Config;
+use crate::cookie::CookieKeys;
+use crate::gate::{self, Admitted, Arrival, AuthBackend};
+use crate::mailer::{OutboundMail, code_message};
+use crate::signed::{self, AUTH_HEADER, AuthRefusal};
+use crate::store::{CodeOutcome, NewProbe, Store, StoredProbe};
+use crate::verdict::Refusal as GateRefusal;
+
+/// Prefix of integration tokens: `rdvgw1.<token id>.<secret>`.
+pub const TOKEN_PREFIX: &str = "rdvgw1.";
+
+/// Everything a handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: Config,
+    store: Store,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
+    mailer: Arc<dyn OutboundMail>,
+    backend: AuthBackend,
+    cookies: CookieKeys,
+    /// Agent ids with new messages, for the SSE streams.
+    notify: broadcast::Sender<String>,
+    metrics: Option<PrometheusHandle>,
+}
+
+/// What the service is built from; time, randomness, mail and DNS
+/// (inside `backend`) are injected.
+pub struct Deps {
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+    pub entropy: Arc<dyn Entropy>,
+    pub mailer: Arc<dyn OutboundMail>,
+    pub backend: AuthBackend,
+    pub cookies: CookieKeys,
+}
+
+impl AppState {
+    pub fn new(cfg: Config, d: Deps) -> Self {
+        let (notify, _) = broadcast::channel(256);
+        Self {
+            inner: Arc::new(Inner {
+                cfg,
+                store: d.store,
+                clock: d.clock,
+                entropy: d.entropy,
+                mailer: d.mailer,
+                backend: d.backend,
+                cookies: d.cookies,
+                notify,
+                metrics: metrics_handle(),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.cfg
+    }
+
+    pub fn now(&self) -> time::OffsetDateTime {
+        self.inner.clock.now()
+    }
+}
+
+/// The process-wide Prometheus recorder (installed once).
+fn metrics_handle() -> Option<PrometheusHandle> {
+    static H: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    H.get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
+        .clone()
+}
+
+/// The error body of every refusal.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: String,
+    pub message: String,
+}
+
+/// A refusal of an API request: status, stable code, message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiRefusal {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiRefusal {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )
+    }
+}
+
+impl From<AuthRefusal> for ApiRefusal {
+    fn from(r: AuthRefusal) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, r.code(), r.to_string())
+    }
+}
+
+impl IntoResponse for ApiRefusal {
+    fn into_response(self) -> Response {
+        metrics::counter!("rdv_gateway_refusals_total", "code" => self.code).increment(1);
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.code.into(),
+                message: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+/// Error responses from layers and axum itself (413, 408, 404, 405, an
+/// extractor's rejection) in the `{error, message}` shape; their plain-text
+/// bodies are not echoed.
+async fn json_refusals(r: Response) -> Response {
+    let status = r.status();
+    let is_json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return r;
+    }
+    let (code, message) = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ("too_large", "the request body is too large"),
+        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
+        StatusCode::NOT_FOUND => ("not_found", "no such endpoint"),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
+        s if s.is_server_error() => ("internal", "internal error"),
+        _ => ("malformed", "the request is malformed"),
+    };
+    ApiRefusal::new(status, code, message).into_response()
+}
+
+/// The router.
+pub fn app(state: AppState) -> Router {
+    let cfg = &state.inner.cfg;
+    let cors = {
+        let c = CorsLayer::new()
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                header::HeaderName::from_static(AUTH_HEADER),
+            ]);
+        if cfg.cors_origins.iter().any(|o| o == "*") {
+            c.allow_origin(Any)
+        } else {
+            let list: Vec<HeaderValue> = cfg
+                .cors_origins
+                .iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .collect();
+            c.allow_origin(AllowOrigin::list(list))
+        }
+    };
+    let timeout = Duration::from_secs(cfg.request_timeout_secs);
+    // Mail has its own bound; everything else is small JSON.
+    let inbound = Router::new()
+        .route("/v1/inbound", post(inbound))
+        .layer(RequestBodyLimitLayer::new(cfg.max_mail_bytes));
+    let api = Router::new()
+        .route("/v1/register", post(register))
+        .route("/v1/verify", post(verify))
+        .route("/v1/inbox", get(inbox))
+        .route("/v1/inbox/stream", get(stream))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes));
+    Router::new()
+        .merge(inbound)
+        .merge(api)
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .layer(axum::middleware::map_response(json_refusals))
+        .layer(cors)
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
+                // The route only: a query could carry a cursor, never a body.
+                let route = req
+                    .extensions()
+                    .get::<axum::extract::MatchedPath>()
+                    .map_or("-", |m| m.as_str())
+                    .to_string();
+                tracing::debug_span!("request", method = %req.method(), route)
+            }),
+        )
+        .with_state(state)
+}
+
+fn sha256_hex(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p);
+    }
+    hex::encode(h.finalize())
+}
+
+/// Checks `Authorization: Bearer rdvgw1.<id>.<secret>` and returns the
+/// token's mailbox. The secret's hash is compared in constant time.
+async fn token_mailbox(s: &AppState, headers: &HeaderMap) -> Result<String, ApiRefusal> {
+    let unauth = || {
+        ApiRefusal::new(
+            StatusCode::UNAUTHORIZED,
+            "bad_token",
+            "a valid integration token is required",
+        )
+    };
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(unauth)?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .and_then(|t| t.trim().strip_prefix(TOKEN_PREFIX))
+        .ok_or_else(unauth)?;
+    let (id, secret) = token.split_once('.').ok_or_else(unauth)?;
+    if id.len() > 64 || secret.len() > 128 {
+        return Err(unauth());
+    }
+    let held = s
+        .inner
+        .store
+        .token(id)
+        .await
+        .map_err(ApiRefusal::internal)?;
+    let given = sha256_hex(&[secret.as_bytes()]);
+    // An unknown id still pays one comparison.
+    let (mailbox, want) = held.unwrap_or_else(|| (String::new(), "0".repeat(64)));
+    let ok: bool = want.as_bytes().ct_eq(given.as_bytes()).into();
+    if ok && !mailbox.is_empty() {
+        Ok(mailbox)
+    } else {
+        Err(unauth())
+    }
+}
+
+/// Verifies a signed agent request and claims its id (replay-proof).
+async fn signed_agent(
+    s: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<AgentId, ApiRefusal> {
+    let now = s.now();
+    let window = s.inner.cfg.signed_request_window_secs;
+    let pq = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let req = signed::verify(
+        headers.get(AUTH_HEADER).map(|v| v.as_bytes()),
+        method.as_str(),
+        pq,
+        body,
+        now,
+        window,
+    )?;
+    // Kept until the request's timestamp has left the window for good.
+    let expires = req.ts.unix_timestamp() + window + 1;
+    let fresh = s
+        .inner
+        .store
+        .claim_nonce(req.agent.as_str(), &req.id, expires, now.unix_timestamp())
+        .await
+        .map_err(ApiRefusal::internal)?;
+    if !fresh {
+        return Err(AuthRefusal::Replayed.into());
+    }
+    Ok(req.agent)
+}
+
+fn gate_refusal(r: &GateRefusal) -> Response {
+    let status = match r {
+        GateRefusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        GateRefusal::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+        GateRefusal::Duplicate => StatusCode::CONFLICT,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
+        .increment(1);
+    tracing::info!(refusal = r.code(), "inbound refused");
+    (status, Json(gate::report(&Err(r.clone())))).into_response()
+}
+
+/// Receives one raw message for the token's mailbox (§5.2.1 "the rule").
+#[utoipa::path(post, path = "/v1/inbound",
+    request_body(content = String, content_type = "message/rfc822"),
+    responses((status = 202, body = Object), (status = 401, body = ErrorBody),
+        (status = 409, body = Object), (status = 413, body = Object),
+        (status = 422, body = Object), (status = 429, body = Object)))]
+async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let mailbox = match token_mailbox(&s, &headers).await {
+        Ok(m) => m,
+        Err(r) => return r.into_response(),
+    };
+    // The layer bounds the body; the gate checks again before parsing.
+    let raw = body.as_ref();
+    let Ok(mailbox_addr) = Address::parse(&mailbox) else {
+        return ApiRefusal::internal("stored mailbox does not parse").into_response();
+    };
+    let agent = match s.inner.store.mailbox_agent(&mailbox).await {
+        Ok(Some(a)) => AgentId::parse(&a).ok(),
+        Ok(None) => None,
+        Err(e) => return ApiRefusal::internal(e).into_response(),
+    };
+    let Some(agent) = agent else {
+        return gate_refusal(&GateRefusal::NotForMailbox);
+    };
+    let now = s.now();
+    let arrival = Arrival {
+        mailbox: &mailbox_addr,
+        agent: Some(&agent),
+        max_bytes: s.inner.cfg.max_mail_bytes,
+    };
+    let screened = match gate::screen(raw, &arrival, now) {
+        Ok(sc) => sc,
+        Err(r) => return gate_refusal(&r),
+    };
+    // Pushed over HTTP: no SMTP session, so SPF is `none` in verify mode.
+    let auth = gate::authenticate(raw, &screened, None, &s.inner.backend).await;
+    let admitted = Admitted::new(screened, auth);
+    let payload = match rdv_proto::canon::to_string(&admitted.screened.block) {
+        Ok(p) => p,
+        Err(e) => return ApiRefusal::internal(e).into_response(),
+    };
+    let probe = NewProbe {
+        mailbox: mailbox.clone(),
+        agent: agent.as_str().to_string(),
+        kind: admitted.screened.kind_name().to_string(),
+        id: admitted.screened.id.clone(),
+        requester: admitted.screened.requester.as_str().to_string(),
+        sender: admitted.screened.sender.canon().to_string(),
+        ts: admitted.screened.ts.unix_timestamp(),
+        payload,
+        auth: serde_json::to_string(&admitted.auth).unwrap_or_default(),
+        binding: serde_json::to_value(admitted.binding)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    };
+    let seq = match s
+        .inner
+        .store
+        .admit(&probe, &s.inner.cfg.limits, now.unix_timestamp())
+        .await
+    {
+        Ok(Ok(seq)) => seq,
+        Ok(Err(r)) => return gate_refusal(&r),
+        Err(e) => return ApiRefusal::internal(e).into_response(),
+    };
+    let _ = s.inner.notify.send(probe.agent.clone());
+    metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
+        .increment(1);
+    tracing::info!(kind = probe.kind, seq, "inbound admitted");
+    let mut report = gate::report(&Ok(admitted));
+    report["seq"] = json!(seq);
+    (StatusCode::ACCEPTED, Json(report)).into_response()
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct RegisterBody {
+    mailbox: String,
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct VerifyBody {
+    mailbox: String,
+    code: String,
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiRefusal> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiRefusal::new(
+            StatusCode::BAD_REQUEST,
+            "malformed",
+            format!("malformed body: {e}"),
+        )
+    })
+}
+
+fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
+    match Address::parse(mailbox) {
+        Ok(a) if a.kind == AddressKind::Email => Ok(a),
+        _ => Err(ApiRefusal::new(
+            StatusCode::BAD_REQUEST,
+            "bad_mailbox",
+            "mailbox must be an email address",
+        )),
+    }
+}
+
+fn code_hash(mailbox: &str, agent: &str, code: &str) -> String {
+    sha256_hex(&[
+        b"rdv1/gw/code",
+        mailbox.as_bytes(),
+        agent.as_bytes(),
+        code.trim().to_ascii_lowercase().as_bytes(),
+    ])
+}
+
+/// An agent names a mailbox; the gateway mails it a proof code.
+#[utoipa::path(post, path = "/v1/register", request_body = RegisterBody,
+    params(("x-rdv-auth" = String, Header, description = "signed request")),
+    responses((status = 202, body = Object), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+async fn register(
+    State(s): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiRefusal> {
+    let agent = signed_agent(&s, &method, &uri, &headers, &body).await?;
+    let b: RegisterBody = parse_body(&body)?;
+    let mailbox = email(&b.mailbox)?;
+    let now = s.now();
+    let under = s
+        .inner
+        .store
+        .count_event(
+            "register",
+            mailbox.canon(),
+            s.inner.cfg.register_per_mailbox,
+            now.unix_timestamp(),
+        )
+        .await
+        .map_err(ApiRefusal::internal)?;
+    if !under {
+        return Err(ApiRefusal::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "too many registrations of this mailbox; try again later",
+        ));
+    }
+    let mut raw = [0u8; 5];
+    s.inner.entropy.fill(&mut raw);
+    let code = base32(&raw);
+    let expires = now.unix_timestamp() + s.inner.cfg.code_ttl_secs;
+    s.inner
+        .store
+        .put_pending(
+            mailbox.canon(),
+            agent.as_str(),
+            &code_hash(mailbox.canon(), agent.as_str(), &code),
+            expires,
+        )
+        .await
+        .map_err(ApiRefusal::internal)?;
+    s.inner
+        .mailer
+        .send(&code_message(mailbox.canon(), agent.as_str(), &code))
+        .map_err(|e| {
+            tracing::warn!(error = %e, "proof-code mail not sent");
+            ApiRefusal::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "mail_unavailable",
+                "the code could not be sent; try again later",
+            )
+        })?;
+    tracing::info!("registration pending");
+    let expires = from_unix(expires).map(format_time).unwrap_or_default();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"status": "code_sent", "mailbox": mailbox.canon(), "expires": expires})),
+    )
+        .into_response())
+}
+
+/// The owner types the code into the agent; the mailbox is bound to it.
+#[utoipa::path(post, path = "/v1/verify", request_body = VerifyBody,
+    params(("x-rdv-auth" = String, Header, description = "signed request")),
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn verify(
+    State(s): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiRefusal> {
+    let agent = signed_agent(&s, &method, &uri, &headers, &body).await?;
+    let b: VerifyBody = parse_body(&body)?;
+    let mailbox = email(&b.mailbox)?;
+    if b.code.len() > 64 {
+        return Err(ApiRefusal::new(
+            StatusCode::FORBIDDEN,
+            "wrong_code",
+            "wrong code",
+        ));
+    }
+    let mut id = [0u8; 10];
+    let mut secret = [0u8; 32];
+    s.inner.entropy.fill(&mut id);
+    s.inner.entropy.fill(&mut secret);
+    let (id, secret) = (base32(&id), base32(&secret));
+    let outcome = s
+        .inner
+        .store
+        .verify_code(
+            mailbox.canon(),
+            agent.as_str(),
+            &code_hash(mailbox.canon(), agent.as_str(), &b.code),
+            s.inner.cfg.code_max_attempts,
+            &id,
+            &sha256_hex(&[secret.as_bytes()]),
+            s.now().unix_timestamp(),
+        )
+        .await
+        .map_err(ApiRefusal::internal)?;
+    tracing::info!(outcome = ?outcome, "mailbox proof");
+    match outcome {
+        CodeOutcome::Verified => Ok(Json(json!({
+            "mailbox": mailbox.canon(),
+            "agent": agent.as_str(),
+            "token": format!("{TOKEN_PREFIX}{id}.{secret}"),
+        }))
+        .into_response()),
+        CodeOutcome::WrongCode => Err(ApiRefusal::new(
+            StatusCode::FORBIDDEN,
+            "wrong_code",
+            "wrong code",
+        )),
+        CodeOutcome::TooManyAttempts => Err(ApiRefusal::new(
+            StatusCode::FORBIDDEN,
+            "too_many_attempts",
+            "too many wrong codes; register again",
+        )),
+        CodeOutcome::NoneActive => Err(ApiRefusal::new(
+            StatusCode::NOT_FOUND,
+            "no_pending",
+            "no registration of this mailbox by this agent is pending",
+        )),
+    }
+}
+
+/// The signed agent, which must have proved at least one mailbox.
+async fn registered_agent(
+    s: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<AgentId, ApiRefusal> {
+    let agent = signed_agent(s, method, uri, headers, body).await?;
+    let held = s
+        .inner
+        .store
+        .agent_mailboxes(agent.as_str())
+        .await
+        .map_err(ApiRefusal::internal)?;
+    if held.is_empty() {
+        return Err(ApiRefusal::new(
+            StatusCode::FORBIDDEN,
+            "unregistered",
+            "this key has not proved any mailbox here",
+        ));
+    }
+    Ok(agent)
+}
+
+/// The cursor of the inbox endpoints.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cursor {
+    after: Option<i64>,
+    limit: Option<u32>,
+}
+
+fn cursor(uri: &Uri) -> Result<Cursor, ApiRefusal> {
+    let q = uri.query().unwrap_or_default();
+    axum::extract::Query::<Cursor>::try_from_uri(uri)
+        .map(|c| c.0)
+        .or_else(|_| {
+            if q.is_empty() {
+                Ok(Cursor::default())
+            } else {
+                Err(ApiRefusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed",
+                    "query is after=<seq>&limit=<n>",
+                ))
+            }
+        })
+}
+
+/// One delivered message: the verified payload, verdicts, binding and,
+/// for a probe, the cookie the agent returns in its SYN-ACK (§5.2.1).
+fn item(s: &AppState, p: &StoredProbe) -> Value {
+    let q = &p.probe;
+    let cookie = (q.kind == "probe")
+        .then(|| {
+            let agent = AgentId::parse(&q.agent).ok()?;
+            let from = Address::parse(&q.sender).ok()?;
+            let ts = from_unix(q.ts).ok()?;
+            Some(s.inner.cookies.issue(&agent, &q.id, &from, ts))
+        })
+        .flatten();
+    json!({
+        "seq": p.seq,
+        "received": from_unix(p.received).map(format_time).unwrap_or_default(),
+        "mailbox": q.mailbox,
+        "kind": q.kind,
+        "id": q.id,
+        "requester": q.requester,
+        "sender": q.sender,
+        "payload": serde_json::from_str::<Value>(&q.payload).unwrap_or(Value::Null),
+        "auth": serde_json::from_str::<Value>(&q.auth).unwrap_or(Value::Null),
+        "binding": q.binding,
+        "cookie": cookie,
+    })
+}
+
+/// The agent's queue after a cursor. Only messages admitted for a mailbox
+/// this key registered and proved are ever returned.
+#[utoipa::path(get, path = "/v1/inbox",
+    params(("after" = Option<i64>, Query), ("limit" = Option<u32>, Query),
+        ("x-rdv-auth" = String, Header, description = "signed request")),
+    responses((status = 200, body = Object), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)))]
+async fn inbox(
+    State(s): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiRefusal> {
+    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
+    let c = cursor(&uri)?;
+    let limit = c
+        .limit
+        .unwrap_or(s.inner.cfg.inbox_max_items)
+        .clamp(1, s.inner.cfg.inbox_max_items);
+    let after = c.after.unwrap_or(0);
+    let rows = s
+        .inner
+        .store
+        .inbox(agent.as_str(), after, limit, s.now().unix_timestamp())
+        .await
+        .map_err(ApiRefusal::internal)?;
+    let next = rows.last().map_or(after, |r| r.seq);
+    let items: Vec<Value> = rows.iter().map(|p| item(&s, p)).collect();
+    Ok(Json(json!({"items": items, "next": next})).into_response())
+}
+
+/// The same queue as server-sent events (`event: probe`, `id: <seq>`); a
+/// `ready` comment comes first, once the stream is subscribed.
+#[utoipa::path(get, path = "/v1/inbox/stream",
+    params(("after" = Option<i64>, Query),
+        ("x-rdv-auth" = String, Header, description = "signed request")),
+    responses((status = 200, content_type = "text/event-stream"), (status = 401, body = ErrorBody)))]
+async fn stream(
+    State(s): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiRefusal> {
+    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
+    let c = cursor(&uri)?;
+    // Subscribe before the first read, so nothing admitted in between is missed.
+    let rx = s.inner.notify.subscribe();
+    struct St {
+        s: AppState,
+        agent: String,
+        after: i64,
+        buf: VecDeque<StoredProbe>,
+        rx: broadcast::Receiver<String>,
+    }
+    let st = St {
+        s,
+        agent: agent.as_str().to_string(),
+        after: c.after.unwrap_or(0),
+        buf: VecDeque::new(),
+        rx,
+    };
+    let events = futures_util::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(p) = st.buf.pop_front() {
+                let ev = Event::default()
+                    .event("probe")
+                    .id(p.seq.to_string())
+                    .data(item(&st.s, &p).to_string());
+                return Some((Ok::<_, std::convert::Infallible>(ev), st));
+            }
+            let now = st.s.now().unix_timestamp();
+            let limit = st.s.inner.cfg.inbox_max_items;
+            match st
+                .s
+                .inner
+                .store
+                .inbox(&st.agent, st.after, limit, now)
+                .await
+            {
+                Ok(rows) if !rows.is_empty() => {
+                    st.after = rows.last().map_or(st.after, |r| r.seq);
+                    st.buf.extend(rows);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "stream read failed");
+                    return None;
+                }
+            }
+            loop {
+                match st.rx.recv().await {
+                    Ok(a) if a == st.agent => break,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    });
+    let ready = futures_util::stream::once(async {
+        Ok::<_, std::convert::Infallible>(Event::default().comment("ready"))
+    });
+    use futures_util::StreamExt;
+    Ok(Sse::new(ready.chain(events))
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Rendezvous probe gateway",
+        description = "SPEC §5.2.1, §5.2.2; docs/probe-gateway.md"
+    ),
+    paths(inbound, register, verify, inbox, stream),
+    components(schemas(ErrorBody, RegisterBody, VerifyBody))
+)]
+struct ApiDoc;
+
+async fn openapi() -> Response {
+    Json(ApiDoc::openapi()).into_response()
+}
+
+async fn healthz(State(s): State<AppState>) -> Response {
+    match s.inner.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(_) => ApiRefusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "db_unavailable",
+            "database unavailable",
+        )
+        .into_response(),
+    }
+}
+
+async fn metrics_text(State(s): State<AppState>) -> Response {
+    match &s.inner.metrics {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            h.render(),
+        )
+            .into_response(),
+        None => ApiRefusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "metrics recorder unavailable",
+        )
+        .into_response(),
+    }
+}

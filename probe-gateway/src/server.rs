@@ -1,0 +1,195 @@
+//! Binding, serving, the purge task and graceful shutdown.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::auth::{Verifier, VerifyConfig};
+use crate::clock::{Clock, Entropy, OsEntropy};
+use crate::config::Config;
+use crate::cookie::{CookieKeys, MasterSecret};
+use crate::error::Error;
+use crate::gate::AuthBackend;
+use crate::http::{AppState, Deps, app};
+use crate::mailer::SpoolMailer;
+use crate::store::Store;
+
+/// A running gateway.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, drains in-flight requests and returns.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or(Ok(()))
+    }
+}
+
+/// Binds `cfg.http_listen` (port 0 allowed) and serves until shutdown.
+pub async fn start(cfg: Config, deps: Deps) -> Result<Running, Error> {
+    let listener = TcpListener::bind(cfg.http_listen).await?;
+    let addr = listener.local_addr()?;
+    let purge_every = Duration::from_secs(cfg.purge_interval_secs.max(1));
+    let l = &cfg.limits;
+    let longest = [
+        l.per_sender,
+        l.per_requester,
+        l.per_mailbox,
+        cfg.register_per_mailbox,
+    ]
+    .iter()
+    .map(|r| r.window_secs)
+    .max()
+    .unwrap_or(0);
+    let state = AppState::new(cfg, deps);
+    let (stop, mut stopped) = watch::channel(false);
+    let router = app(state.clone());
+    let mut purge_stop = stop.subscribe();
+    let ps = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(purge_every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    match ps.store().purge(ps.now().unix_timestamp(), longest).await {
+                        Ok(n) => tracing::debug!(rows = n, "purged"),
+                        Err(e) => tracing::warn!(error = %e, "purge failed"),
+                    }
+                }
+                _ = purge_stop.changed() => break,
+            }
+        }
+    });
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
+    Ok(Running {
+        addr,
+        state,
+        stop,
+        task,
+    })
+}
+
+/// Reads a hex master secret file; creates one (mode 0600) when `create`
+/// and the file is absent. The secret is never printed or logged.
+pub fn load_secret(
+    path: &Path,
+    create: bool,
+    entropy: &dyn Entropy,
+) -> Result<MasterSecret, Error> {
+    if !path.exists() && create {
+        use std::io::Write;
+        let mut b = [0u8; 32];
+        entropy.fill(&mut b);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        writeln!(opts.open(path)?, "{}", hex::encode(b))?;
+        tracing::info!(path = %path.display(), "created a master secret file");
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Config(format!("master secret {}: {e}", path.display())))?;
+    MasterSecret::from_hex(&text)
+}
+
+/// The cookie keys of a configuration (current and, after a rotation, the
+/// previous secret).
+pub fn cookie_keys(cfg: &Config, entropy: &dyn Entropy) -> Result<CookieKeys, Error> {
+    let current = load_secret(&cfg.master_secret_path(), true, entropy)?;
+    let previous = match (&cfg.previous_master_secret_file, &cfg.previous_retired_at) {
+        (Some(p), Some(at)) => {
+            let at = rdv_proto::time::parse_time("previous_retired_at", at)
+                .map_err(|e| Error::Config(e.to_string()))?;
+            Some((load_secret(p, false, entropy)?, at))
+        }
+        _ => None,
+    };
+    Ok(CookieKeys { current, previous })
+}
+
+/// The authentication backend of a configuration.
+pub fn backend(cfg: &Config) -> Result<AuthBackend, Error> {
+    Ok(match &cfg.auth {
+        crate::auth::AuthMode::Trusted { authserv_ids } => {
+            AuthBackend::Trusted(authserv_ids.clone())
+        }
+        crate::auth::AuthMode::Verify => {
+            AuthBackend::Verify(Box::new(Verifier::new(VerifyConfig {
+                nameservers: cfg.nameservers.clone(),
+                query_timeout: Duration::from_secs(cfg.dns_query_timeout_secs),
+                total_timeout: Duration::from_secs(cfg.dns_total_timeout_secs),
+                host_domain: "localhost".into(),
+            })?))
+        }
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// `rdv-probe-gateway serve`: run until a signal, then drain and exit.
+pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
+    std::fs::create_dir_all(&cfg.data_dir)?;
+    let entropy = OsEntropy;
+    let cookies = cookie_keys(&cfg, &entropy)?;
+    let backend = backend(&cfg)?;
+    let store = Store::connect(&cfg.database_url(), cfg.max_db_connections).await?;
+    let mailer = SpoolMailer {
+        dir: cfg.outbox_path(),
+    };
+    let deps = Deps {
+        store: store.clone(),
+        clock,
+        entropy: Arc::new(entropy),
+        mailer: Arc::new(mailer),
+        backend,
+        cookies,
+    };
+    let running = start(cfg, deps).await?;
+    // The bound address goes to stdout so scripts can read it (port 0).
+    println!("listening on http://{}", running.addr);
+    tracing::info!(addr = %running.addr, "listening");
+    signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await?;
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! `rdv-probe-gateway serve` as a process: port 0 printed, env overrides,
+//! the whole enrolment and delivery over real HTTP, graceful shutdown on
+//! SIGTERM, and no secret, token, code or mail content in its output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+use common::*;
+use rdv_probe_gateway::config::Config;
+use rdv_probe_gateway::signed;
+use rdv_proto::mailblock::TransferEncoding;
+use rdv_proto::time::format_time;
+use serde_json::{Value, json};
+
+const CANARY: &str = "CANARY-MAIL-CONTENT-7731";
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rdv-probe-gateway"))
+}
+
+/// (status, body) of one request; `auth` is a signed header or a bearer token.
+fn call(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Value) {
+    let mut req = ureq::request(method, url);
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let res = if body.is_empty() && method == "GET" {
+        req.call()
+    } else {
+        req.send_bytes(body)
+    };
+    let r = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("transport: {e}"),
+    };
+    let st = r.status();
+    let text = r.into_string().unwrap();
+    (
+        st,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn signed_call(base: &str, n: u8, method: &str, path: &str, body: &[u8]) -> (u16, Value) {
+    let id = format!("00000000-0000-4000-8000-0000000000{n:02x}");
+    let h = signed::sign(
+        &recipient_agent(),
+        method,
+        path,
+        body,
+        &id,
+        time::OffsetDateTime::now_utc(),
+    )
+    .unwrap();
+    call(
+        method,
+        &format!("{base}{path}"),
+        &[
+            (signed::AUTH_HEADER, &h),
+            ("content-type", "application/json"),
+        ],
+        body,
+    )
+}
+
+#[test]
+fn serve_end_to_end_quiet_and_graceful() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = bin()
+        .args([
+            "serve",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("RUST_LOG", "debug")
+        .env("RDV_GATEWAY_LIMITS__PER_SENDER__MAX", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let drain = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).unwrap();
+        s
+    });
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line: {line}"))
+        .to_string();
+    assert!(!base.ends_with(":0"), "the bound port is printed");
+
+    let (st, v) = signed_call(
+        &base,
+        1,
+        "POST",
+        "/v1/register",
+        br#"{"mailbox":"john@doe.test"}"#,
+    );
+    assert_eq!(st, 202, "{v}");
+    // The proof mail is spooled (no SMTP sender yet).
+    let spooled: Vec<_> = std::fs::read_dir(dir.path().join("outbox"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(spooled.len(), 1);
+    let code = spooled[0]
+        .split_once("type this code into it: ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let body = json!({"mailbox": "john@doe.test", "code": code}).to_string();
+    let (st, v) = signed_call(&base, 2, "POST", "/v1/verify", body.as_bytes());
+    assert_eq!(st, 200, "{v}");
+    let token = v["token"].as_str().unwrap().to_string();
+    let bearer = format!("Bearer {token}");
+
+    let now = format_time(time::OffsetDateTime::now_utc() - time::Duration::minutes(1));
+    let mail = |id: &str| {
+        let mut m = format!("X-Canary: {CANARY}\r\n").into_bytes();
+        m.extend(probe_mail(
+            id,
+            "john@doe.test",
+            "alice@sender.test",
+            &now,
+            TransferEncoding::Base64,
+        ));
+        m
+    };
+    let inbound = |m: Vec<u8>| {
+        call(
+            "POST",
+            &format!("{base}/v1/inbound"),
+            &[
+                ("authorization", &bearer),
+                ("content-type", "message/rfc822"),
+            ],
+            &m,
+        )
+    };
+    let (st, v) = inbound(mail("1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c01"));
+    assert_eq!(st, 202, "{v}");
+    // RDV_GATEWAY_LIMITS__PER_SENDER__MAX=1 took effect.
+    let (st, v) = inbound(mail("1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c02"));
+    assert_eq!((st, v["refusal"].clone()), (429, json!("rate_limited")));
+    let (st, v) = signed_call(&base, 3, "GET", "/v1/inbox", b"");
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["items"].as_array().unwrap().len(), 1);
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let logs = drain.join().unwrap() + &line + &rest;
+    assert!(logs.contains("listening"), "logs are there: {logs}");
+    let secret = std::fs::read_to_string(dir.path().join("master-secret")).unwrap();
+    for (what, s) in [
+        ("master secret", secret.trim()),
+        ("token", token.as_str()),
+        ("token secret", token.rsplit('.').next().unwrap()),
+        ("code", code.as_str()),
+        ("mail content", CANARY),
+        ("greeting", "requests contact on"),
+    ] {
+        assert!(!logs.contains(s), "the {what} leaked into the logs");
+    }
+}
+
+#[test]
+fn env_overrides_and_bad_config_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        .args(["serve", "--http-listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("RDV_GATEWAY_MAX_BODY_BYTES", "0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max_body_bytes"), "{err}");
+}
+
+#[test]
+fn sample_config_parses() {
+    let text = include_str!("../../docker/probe-gateway/config.toml");
+    let c = Config::from_toml(text).unwrap();
+    assert_eq!(c.http_listen.port(), 8490);
+    assert_eq!(c.limits.per_sender.max, 10);
+    assert!(matches!(
+        c.auth,
+        rdv_probe_gateway::auth::AuthMode::Trusted { ref authserv_ids } if authserv_ids == &["mx.example.org"]
+    ));
+}
+
+#[test]
+fn unknown_and_invalid_keys_refused() {
+    assert!(Config::from_toml("http_listne = \"0.0.0.0:1\"").is_err());
+    assert!(Config::from_toml("[limits.per_sender]\nmax = 1\nwindow_secs = 1\nextra = 2").is_err());
+    assert!(Config::from_toml("signed_request_window_secs = 0").is_err());
+    assert!(Config::from_toml("code_max_attempts = 0").is_err());
+    assert!(Config::from_toml("previous_retired_at = \"2026-10-01T00:00:00Z\"").is_err());
+    assert!(Config::from_toml("auth = \"verify\"").is_ok());
+}
