@@ -28,6 +28,10 @@ pub enum Command {
     /// remove it, or look up addresses and print the verified cards found.
     #[command(subcommand)]
     Directory(crate::directory_cmd::DirectoryCommand),
+    /// Try a relay bridge, ntfy server or MQTT broker (SPEC §6.3): publish
+    /// a message, or print a topic's messages one JSON object per line.
+    #[command(subcommand)]
+    Bridge(crate::bridge_cmd::BridgeCommand),
 }
 
 #[derive(Debug, Subcommand)]

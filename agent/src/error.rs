@@ -9,6 +9,9 @@ pub enum Error {
     /// A command-line argument or stdin is not what the command takes.
     #[error("{0}")]
     Input(String),
+    /// A relay (ntfy server, MQTT broker) refused or could not be reached.
+    #[error("{0}")]
+    Carrier(String),
     /// Reading or writing a file failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),

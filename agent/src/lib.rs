@@ -4,6 +4,7 @@
 //! contact book, transports and the other command groups build on the same
 //! protocol core (`rdv-proto`).
 
+pub mod bridge_cmd;
 pub mod cli;
 pub mod conformance;
 pub mod directory_cmd;

@@ -18,6 +18,10 @@ fn main() -> ExitCode {
             &cmd,
             &mut std::io::stdout().lock(),
         )),
+        Command::Bridge(cmd) => report(rdv_agent::bridge_cmd::run(
+            &cmd,
+            &mut std::io::stdout().lock(),
+        )),
     }
 }
 

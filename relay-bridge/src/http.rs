@@ -47,10 +47,88 @@ pub struct AppState {
         title = "rdv-relay-bridge",
         description = "ntfy-compatible HTTP API of the Rendezvous relay bridge (SPEC §6.3)"
     ),
-    paths(publish_topic, publish_json, subscribe_json, healthz),
+    paths(
+        publish_topic,
+        publish_json,
+        topic_page,
+        subscribe_json,
+        subscribe_sse,
+        subscribe_raw,
+        subscribe_ws,
+        healthz,
+        metrics_page,
+        openapi
+    ),
     components(schemas(Message, Event, JsonPublish))
 )]
 struct ApiDoc;
+
+/// Every route [`app`] serves, as (method, OpenAPI path).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("post", "/"),
+    ("put", "/"),
+    ("get", "/{topic}"),
+    ("put", "/{topic}"),
+    ("post", "/{topic}"),
+    ("get", "/{topic}/publish"),
+    ("put", "/{topic}/publish"),
+    ("post", "/{topic}/publish"),
+    ("get", "/{topic}/send"),
+    ("put", "/{topic}/send"),
+    ("post", "/{topic}/send"),
+    ("get", "/{topic}/trigger"),
+    ("put", "/{topic}/trigger"),
+    ("post", "/{topic}/trigger"),
+    ("get", "/{topics}/json"),
+    ("get", "/{topics}/sse"),
+    ("get", "/{topics}/raw"),
+    ("get", "/{topics}/ws"),
+    ("get", "/healthz"),
+    ("get", "/v1/health"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+];
+
+/// The OpenAPI document of every HTTP path (issue #5). The aliases ntfy
+/// accepts (`POST /{topic}`, `/{topic}/publish|send|trigger`, `PUT /`,
+/// `/v1/health`) share the operation they alias, each with its own id.
+pub fn api_doc() -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::path::Operation;
+    let mut doc = ApiDoc::openapi();
+    let get = |doc: &utoipa::openapi::OpenApi, path: &str, m: &str| -> Option<Operation> {
+        let item = doc.paths.paths.get(path)?;
+        match m {
+            "get" => item.get.clone(),
+            "put" => item.put.clone(),
+            _ => item.post.clone(),
+        }
+    };
+    let alias = |doc: &mut utoipa::openapi::OpenApi, from: (&str, &str), to: (&str, &str)| {
+        let Some(mut op) = get(doc, from.1, from.0) else {
+            return;
+        };
+        let slug: String =
+            to.1.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+        op.operation_id = Some(format!("{}{slug}", to.0));
+        let item = doc.paths.paths.entry(to.1.to_owned()).or_default();
+        match to.0 {
+            "get" => item.get = Some(op),
+            "put" => item.put = Some(op),
+            _ => item.post = Some(op),
+        }
+    };
+    alias(&mut doc, ("put", "/{topic}"), ("post", "/{topic}"));
+    for p in ["/{topic}/publish", "/{topic}/send", "/{topic}/trigger"] {
+        for m in ["get", "put", "post"] {
+            alias(&mut doc, ("put", "/{topic}"), (m, p));
+        }
+    }
+    alias(&mut doc, ("post", "/"), ("put", "/"));
+    alias(&mut doc, ("get", "/healthz"), ("get", "/v1/health"));
+    doc
+}
 
 /// The HTTP application.
 pub fn app(state: AppState) -> Router {
@@ -446,6 +524,9 @@ async fn publish_json(
     do_publish(&state, v, d).await
 }
 
+/// A short page naming the subscribe endpoints (ntfy serves its web app here).
+#[utoipa::path(get, path = "/{topic}", params(("topic" = String, Path)),
+    responses((status = 200, content_type = "text/plain"), (status = 400), (status = 429)))]
 async fn topic_page(Path(t): Path<String>) -> Response {
     match one_topic(&t) {
         Ok(_) => (
@@ -581,6 +662,10 @@ async fn subscribe_json(
     }
 }
 
+/// Subscribes as Server-Sent Events (`event:` and `data:` with the message JSON).
+#[utoipa::path(get, path = "/{topics}/sse", params(("topics" = String, Path, description = "t1[,t2…]"),
+    ("since" = Option<String>, Query), ("poll" = Option<String>, Query)),
+    responses((status = 200, body = Message, content_type = "text/event-stream"), (status = 400), (status = 429)))]
 async fn subscribe_sse(
     State(s): State<AppState>,
     Who(v): Who,
@@ -594,6 +679,10 @@ async fn subscribe_sse(
     }
 }
 
+/// Subscribes as raw text: one message body per line, empty lines as keepalives.
+#[utoipa::path(get, path = "/{topics}/raw", params(("topics" = String, Path, description = "t1[,t2…]"),
+    ("since" = Option<String>, Query), ("poll" = Option<String>, Query)),
+    responses((status = 200, body = Message, content_type = "text/plain"), (status = 400), (status = 429)))]
 async fn subscribe_raw(
     State(s): State<AppState>,
     Who(v): Who,
@@ -607,6 +696,10 @@ async fn subscribe_raw(
     }
 }
 
+/// Subscribes over WebSocket: one message JSON per text frame.
+#[utoipa::path(get, path = "/{topics}/ws", params(("topics" = String, Path, description = "t1[,t2…]"),
+    ("since" = Option<String>, Query), ("poll" = Option<String>, Query)),
+    responses((status = 200, body = Message, content_type = "application/json"), (status = 400), (status = 429)))]
 async fn subscribe_ws(
     State(s): State<AppState>,
     Who(v): Who,
@@ -671,6 +764,10 @@ async fn healthz(State(s): State<AppState>) -> Response {
     Json(serde_json::json!({"healthy": true})).into_response()
 }
 
+/// Prometheus metrics: messages in and out per protocol, subscribers,
+/// cache size, refusals.
+#[utoipa::path(get, path = "/metrics",
+    responses((status = 200, content_type = "text/plain"), (status = 503)))]
 async fn metrics_page(State(s): State<AppState>) -> Response {
     metrics::gauge!("rdv_bridge_subscribers_open").set(s.limits.subscribers() as f64);
     if let Some(store) = s.hub.store()
@@ -692,6 +789,46 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
     }
 }
 
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, content_type = "application/json")))]
 async fn openapi() -> Response {
-    Json(ApiDoc::openapi()).into_response()
+    Json(api_doc()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openapi_describes_every_route_once() {
+        let doc = api_doc();
+        let mut ids = std::collections::HashSet::new();
+        for (m, p) in ROUTES {
+            let item = doc.paths.paths.get(*p);
+            let op = item.and_then(|i| match *m {
+                "get" => i.get.as_ref(),
+                "put" => i.put.as_ref(),
+                _ => i.post.as_ref(),
+            });
+            let op = op.unwrap_or_else(|| panic!("{m} {p} is not in the OpenAPI document"));
+            let id = op.operation_id.clone().unwrap_or_default();
+            assert!(ids.insert(id.clone()), "operation id {id} repeats");
+        }
+        let described: usize = doc
+            .paths
+            .paths
+            .values()
+            .map(|i| {
+                [&i.get, &i.put, &i.post, &i.delete]
+                    .iter()
+                    .filter(|o| o.is_some())
+                    .count()
+            })
+            .sum();
+        assert_eq!(
+            described,
+            ROUTES.len(),
+            "the document describes a route app() lacks"
+        );
+    }
 }

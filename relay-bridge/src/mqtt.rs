@@ -74,6 +74,42 @@ impl EchoFilter {
     }
 }
 
+/// True if `body` is a valid public-pointer card (SPEC §4.4, §6.2): the
+/// one body the bridge publishes to MQTT as its topic's retained message, as
+/// Nostr relays keep the newest replaceable event. Anything else is carried
+/// without looking (§3.4).
+pub fn public_pointer_card(body: &[u8], now_secs: i64) -> Option<rdv_proto::time::Instant> {
+    use rdv_proto::consts::CARD_MAX_BYTES;
+    if body.len() > CARD_MAX_BYTES || body.first() != Some(&b'{') {
+        return None;
+    }
+    let doc = rdv_proto::canon::parse(body, CARD_MAX_BYTES).ok()?;
+    let now = rdv_proto::time::from_unix(now_secs).ok()?;
+    let c = rdv_proto::doc::card::Card::verify(&doc, now, true).ok()?;
+    (c.public_pointer && c.public).then_some(c.created)
+}
+
+/// Per topic, the `created` of the card last retained: an older card
+/// (a replay) never replaces a newer one (§4.3: the newest card wins).
+#[derive(Debug, Default)]
+pub struct Retained(Mutex<HashMap<String, rdv_proto::time::Instant>>);
+
+impl Retained {
+    /// True if a card created at `created` should become `topic`'s retained
+    /// message; records it.
+    pub fn admit(&self, topic: &str, created: rdv_proto::time::Instant) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if m.get(topic).is_some_and(|c| *c > created) {
+            return false;
+        }
+        if m.len() >= 1_000_000 && !m.contains_key(topic) {
+            return false;
+        }
+        m.insert(topic.to_owned(), created);
+        true
+    }
+}
+
 /// Carries one publication from MQTT to ntfy, if it maps to a topic.
 async fn inbound(
     hub: &Hub,
@@ -201,17 +237,34 @@ pub async fn start_embedded(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
     // ntfy → MQTT, on a thread: the local link's send may block.
     let prefix = cfg.prefix.clone();
     let echo_out = echo.clone();
+    let rt = tokio::runtime::Handle::current();
+    let clock_hub = hub.clone();
     std::thread::Builder::new()
         .name("rdv-bridge-mqtt-out".into())
         .spawn(move || {
+            let retained = Retained::default();
             while let Some(m) = rx.blocking_recv() {
                 let topic = format!("{prefix}{}", m.topic);
                 let payload = m.payload();
                 echo_out.expect(&topic, &payload);
-                if link_tx
-                    .publish(Bytes::from(topic), Bytes::from(payload))
-                    .is_err()
-                {
+                let retain = public_pointer_card(&payload, clock_hub.clock().now_secs())
+                    .is_some_and(|created| retained.admit(&topic, created));
+                let sent = if retain {
+                    // The link's `publish` cannot set the retain flag; `send`
+                    // takes the packet as is.
+                    let p = rumqttd::protocol::Publish::new(
+                        Bytes::from(topic),
+                        Bytes::from(payload),
+                        true,
+                    );
+                    rt.block_on(link_tx.send(rumqttd::protocol::Packet::Publish(p, None)))
+                        .map(|_| ())
+                } else {
+                    link_tx
+                        .publish(Bytes::from(topic), Bytes::from(payload))
+                        .map(|_| ())
+                };
+                if sent.is_err() {
                     tracing::error!("embedded broker link closed");
                     return;
                 }
@@ -292,6 +345,9 @@ pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
     opts.set_max_packet_size(limit + PACKET_OVERHEAD, limit + PACKET_OVERHEAD);
     opts.set_clean_session(true);
     let (client, mut eventloop) = rumqttc::AsyncClient::new(opts, 1024);
+    // Each message is its own small write: without this, Nagle's algorithm
+    // holds them for the peer's delayed ACK (tens of ms on loopback).
+    eventloop.network_options.set_tcp_nodelay(true);
     let filter = format!("{}#", cfg.prefix);
     let echo = Arc::new(EchoFilter::default());
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
@@ -300,13 +356,17 @@ pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
     let prefix = cfg.prefix.clone();
     let echo_out = echo.clone();
     let out_client = client.clone();
+    let clock_hub = hub.clone();
     tokio::spawn(async move {
+        let retained = Retained::default();
         while let Some(m) = rx.recv().await {
             let topic = format!("{prefix}{}", m.topic);
             let payload = m.payload();
             echo_out.expect(&topic, &payload);
+            let retain = public_pointer_card(&payload, clock_hub.clock().now_secs())
+                .is_some_and(|created| retained.admit(&topic, created));
             if out_client
-                .publish(topic, rumqttc::QoS::AtLeastOnce, false, payload)
+                .publish(topic, rumqttc::QoS::AtLeastOnce, retain, payload)
                 .await
                 .is_err()
             {

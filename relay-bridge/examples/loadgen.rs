@@ -1,0 +1,568 @@
+//! Load generator for the relay bridge (issue #5 benchmarks), beside
+//! Debian's `mosquitto` in the same run. Loopback only; every loop is bounded
+//! in count and time. Figures and how to read them:
+//! docs/benchmarks/relay-bridge.md.
+//!
+//! ```sh
+//! cargo build --release -p rdv-relay-bridge --bin rdv-relay-bridge --example loadgen
+//! target/release/examples/loadgen --bridge target/release/rdv-relay-bridge
+//! ```
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc as smpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+
+/// Hard cap on any one scenario.
+const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);
+/// A receiver stops after this long without a message once sending is done.
+const IDLE: Duration = Duration::from_secs(5);
+const MAX_PACKET: usize = 64 * 1024 + 1024;
+
+static T0: OnceLock<Instant> = OnceLock::new();
+
+fn now_us() -> u64 {
+    T0.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+/// A UTF-8 payload of `size` bytes carrying its sequence number and the
+/// time it was due to be sent.
+fn payload(seq: u64, due_us: u64, size: usize) -> Vec<u8> {
+    let mut p = format!("{seq:010} {due_us:020} ").into_bytes();
+    p.resize(size.max(p.len()), b'x');
+    p
+}
+
+fn parse(p: &[u8]) -> Option<(u64, u64)> {
+    let s = std::str::from_utf8(p.get(..31)?).ok()?;
+    Some((s[..10].parse().ok()?, s[11..31].parse().ok()?))
+}
+
+/// What a receiver saw.
+#[derive(Default)]
+struct Seen {
+    seen: Vec<bool>,
+    received: u64,
+    dups: u64,
+    lat_us: Vec<u64>,
+    first_us: Option<u64>,
+    last_us: u64,
+    bytes: u64,
+}
+
+impl Seen {
+    fn new(n: u64) -> Seen {
+        Seen {
+            seen: vec![false; n as usize],
+            ..Default::default()
+        }
+    }
+    fn record(&mut self, p: &[u8]) {
+        let Some((seq, due)) = parse(p) else { return };
+        let t = now_us();
+        match self.seen.get_mut(seq as usize) {
+            Some(s) if *s => self.dups += 1,
+            Some(s) => {
+                *s = true;
+                self.received += 1;
+                self.bytes += p.len() as u64;
+                self.lat_us.push(t.saturating_sub(due));
+                self.first_us.get_or_insert(t);
+                self.last_us = t;
+            }
+            None => {}
+        }
+    }
+    fn done(&self) -> bool {
+        self.received as usize == self.seen.len()
+    }
+}
+
+struct Row {
+    scenario: String,
+    target: String,
+    sent: u64,
+    seen: Seen,
+    start_us: u64,
+}
+
+impl Row {
+    fn pct(&self, q: f64) -> f64 {
+        let mut v = self.seen.lat_us.clone();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_unstable();
+        let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+        v[i] as f64 / 1000.0
+    }
+    fn print(&self) {
+        let secs = (self.seen.last_us.saturating_sub(self.start_us)) as f64 / 1e6;
+        let rate = if secs > 0.0 {
+            self.seen.received as f64 / secs
+        } else {
+            0.0
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            self.scenario,
+            self.target,
+            self.sent,
+            self.seen.received,
+            self.seen.dups,
+            rate,
+            self.seen.bytes as f64 / secs.max(1e-9) / 1e6,
+            self.pct(0.5),
+            self.pct(0.99),
+            self.pct(1.0),
+        );
+    }
+}
+
+fn mqtt_opts(id: &str, port: u16) -> MqttOptions {
+    let mut o = MqttOptions::new(id, "127.0.0.1", port);
+    o.set_keep_alive(Duration::from_secs(30));
+    o.set_max_packet_size(MAX_PACKET, MAX_PACKET);
+    o.set_clean_session(true);
+    o.set_inflight(200);
+    o
+}
+
+/// An MQTT subscriber, subscribed when this returns; it records until it
+/// has `n` messages, or `IDLE` after `stop` is set, or the scenario timeout.
+async fn mqtt_subscriber(
+    port: u16,
+    topic: &str,
+    qos: QoS,
+    n: u64,
+    stop: Arc<Mutex<Option<Instant>>>,
+) -> tokio::task::JoinHandle<Seen> {
+    let id = format!("bench-sub-{}", now_us());
+    let (c, mut ev) = AsyncClient::new(mqtt_opts(&id, port), 1000);
+    ev.network_options.set_tcp_nodelay(true);
+    c.subscribe(topic, qos).await.unwrap();
+    let deadline = Instant::now() + SCENARIO_TIMEOUT;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), ev.poll()).await {
+            Ok(Ok(Event::Incoming(Packet::SubAck(_)))) => break,
+            Ok(Ok(_)) => {}
+            other => panic!("subscribe on port {port}: {other:?}"),
+        }
+    }
+    tokio::spawn(async move {
+        let _c = c;
+        let mut s = Seen::new(n);
+        while !s.done() && Instant::now() < deadline {
+            if stop.lock().unwrap().is_some_and(|t| t.elapsed() > IDLE) {
+                break;
+            }
+            match tokio::time::timeout(Duration::from_millis(200), ev.poll()).await {
+                Ok(Ok(Event::Incoming(Packet::Publish(p)))) => s.record(&p.payload),
+                Ok(Ok(_)) | Err(_) => {}
+                Ok(Err(e)) => {
+                    eprintln!("subscriber: {e}");
+                    break;
+                }
+            }
+        }
+        s
+    })
+}
+
+/// Publishes `n` messages on MQTT, as fast as the client goes (`rate`
+/// None) or paced at `rate` per second; returns when all are handed over
+/// (QoS 1: acknowledged). Returns when it started sending.
+async fn mqtt_publisher(
+    port: u16,
+    topic: &str,
+    qos: QoS,
+    size: usize,
+    n: u64,
+    rate: Option<u64>,
+) -> u64 {
+    let id = format!("bench-pub-{}", now_us());
+    let (c, mut ev) = AsyncClient::new(mqtt_opts(&id, port), 1000);
+    ev.network_options.set_tcp_nodelay(true);
+    let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let a2 = acked.clone();
+    let (up_tx, up_rx) = tokio::sync::oneshot::channel();
+    let driver = tokio::spawn(async move {
+        let deadline = Instant::now() + SCENARIO_TIMEOUT;
+        let mut up = Some(up_tx);
+        while Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_millis(500), ev.poll()).await {
+                Ok(Ok(Event::Incoming(Packet::ConnAck(_)))) => {
+                    if let Some(u) = up.take() {
+                        let _ = u.send(());
+                    }
+                }
+                Ok(Ok(Event::Incoming(Packet::PubAck(_))))
+                | Ok(Ok(Event::Outgoing(rumqttc::Outgoing::Publish(0)))) => {
+                    a2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect))) => return,
+                Ok(Ok(_)) | Err(_) => {}
+                Ok(Err(e)) => {
+                    eprintln!("publisher: {e}");
+                    return;
+                }
+            }
+        }
+    });
+    // The clock starts once connected: connection setup is not latency.
+    tokio::time::timeout(Duration::from_secs(10), up_rx)
+        .await
+        .expect("no CONNACK within 10 s")
+        .expect("publisher connection failed");
+    let start = now_us();
+    for seq in 0..n {
+        let due = match rate {
+            Some(r) => {
+                let due = start + seq * 1_000_000 / r;
+                let wait = due.saturating_sub(now_us());
+                if wait > 0 {
+                    tokio::time::sleep(Duration::from_micros(wait)).await;
+                }
+                due
+            }
+            None => now_us(),
+        };
+        c.publish(topic, qos, false, payload(seq, due, size))
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + SCENARIO_TIMEOUT;
+    while acked.load(std::sync::atomic::Ordering::Relaxed) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = c.disconnect().await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), driver).await;
+    start
+}
+
+async fn mqtt_to_mqtt(
+    scenario: &str,
+    target: &str,
+    port: u16,
+    qos: QoS,
+    size: usize,
+    n: u64,
+    rate: Option<u64>,
+) -> Row {
+    let topic = format!("bench{}", now_us());
+    let stop = Arc::new(Mutex::new(None));
+    let sub = mqtt_subscriber(port, &topic, qos, n, stop.clone()).await;
+    let start_us = mqtt_publisher(port, &topic, qos, size, n, rate).await;
+    *stop.lock().unwrap() = Some(Instant::now());
+    let seen = sub.await.unwrap();
+    Row {
+        scenario: scenario.into(),
+        target: target.into(),
+        sent: n,
+        seen,
+        start_us,
+    }
+}
+
+/// ntfy `PUT /<topic>` at `rate` per second from 4 threads (keep-alive),
+/// into an MQTT subscriber.
+async fn ntfy_to_mqtt(target: &str, http: &str, port: u16, qos: QoS, n: u64, rate: u64) -> Row {
+    let topic = format!("bench{}", now_us());
+    let stop = Arc::new(Mutex::new(None));
+    let sub = mqtt_subscriber(port, &topic, qos, n, stop.clone()).await;
+    let start_us = now_us();
+    let url = format!("{http}/{topic}");
+    tokio::task::spawn_blocking(move || {
+        let threads = 4;
+        let hs: Vec<_> = (0..threads)
+            .map(|k| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    let agent = ureq::AgentBuilder::new()
+                        .timeout(Duration::from_secs(10))
+                        .build();
+                    let mut seq = k;
+                    while seq < n {
+                        let due = start_us + seq * 1_000_000 / rate;
+                        let wait = due.saturating_sub(now_us());
+                        if wait > 0 {
+                            std::thread::sleep(Duration::from_micros(wait));
+                        }
+                        if let Err(e) = agent.put(&url).send_bytes(&payload(seq, due, 256)) {
+                            eprintln!("publish: {e}");
+                        }
+                        seq += threads;
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            let _ = h.join();
+        }
+    })
+    .await
+    .unwrap();
+    *stop.lock().unwrap() = Some(Instant::now());
+    Row {
+        scenario: format!(
+            "ntfy PUT → MQTT sub (QoS {}), 256 B, {rate}/s",
+            if qos == QoS::AtMostOnce { 0 } else { 1 }
+        ),
+        target: target.into(),
+        sent: n,
+        seen: sub.await.unwrap(),
+        start_us,
+    }
+}
+
+/// MQTT publish at `rate` per second into an ntfy SSE subscriber.
+async fn mqtt_to_sse(target: &str, http: &str, port: u16, n: u64, rate: u64) -> Row {
+    let topic = format!("bench{}", now_us());
+    let url = format!("{http}/{topic}/sse");
+    let (open_tx, open_rx) = smpsc::channel();
+    let stop = Arc::new(Mutex::new(None::<Instant>));
+    let stop2 = stop.clone();
+    let reader = std::thread::spawn(move || {
+        let agent = ureq::AgentBuilder::new()
+            .timeout_read(Duration::from_millis(500))
+            .build();
+        let r = agent.get(&url).call().unwrap();
+        let mut lines = BufReader::new(r.into_reader());
+        let mut s = Seen::new(n);
+        let deadline = Instant::now() + SCENARIO_TIMEOUT;
+        let mut line = String::new();
+        while !s.done() && Instant::now() < deadline {
+            if stop2.lock().unwrap().is_some_and(|t| t.elapsed() > IDLE) {
+                break;
+            }
+            line.clear();
+            match lines.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(_) => continue, // read timeout: check the bounds
+            }
+            let Some(data) = line.strip_prefix("data: ") else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(data) else {
+                continue;
+            };
+            match v["event"].as_str() {
+                Some("open") => {
+                    let _ = open_tx.send(());
+                }
+                Some("message") => {
+                    if let Some(m) = v["message"].as_str() {
+                        s.record(m.as_bytes());
+                    }
+                }
+                _ => {}
+            }
+        }
+        s
+    });
+    open_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let start_us = mqtt_publisher(port, &topic, QoS::AtMostOnce, 256, n, Some(rate)).await;
+    *stop.lock().unwrap() = Some(Instant::now());
+    let seen = tokio::task::spawn_blocking(move || reader.join().unwrap())
+        .await
+        .unwrap();
+    Row {
+        scenario: format!("MQTT pub → ntfy SSE sub, 256 B, {rate}/s"),
+        target: target.into(),
+        sent: n,
+        seen,
+        start_us,
+    }
+}
+
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(port: u16) {
+    for _ in 0..400 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("nothing listens on {port}");
+}
+
+fn start_mosquitto(bin: &str, dir: &std::path::Path) -> (Proc, u16) {
+    let port = free_port();
+    let conf = dir.join("mosquitto.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
+             max_queued_messages 100000\nmax_inflight_messages 200\nset_tcp_nodelay true\nlog_dest none\n"
+        ),
+    )
+    .unwrap();
+    let c = Command::new(bin).arg("-c").arg(&conf).spawn().unwrap();
+    wait_port(port);
+    (Proc(c), port)
+}
+
+/// The bridge binary with limits opened up for one loopback visitor;
+/// `external` points it at an external broker instead of the embedded one.
+fn start_bridge(
+    bin: &PathBuf,
+    dir: &std::path::Path,
+    external: Option<u16>,
+) -> (Proc, String, u16) {
+    let mut cmd = Command::new(bin);
+    cmd.args(["serve", "--http-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .env("RDV_BRIDGE_LIMITS__REQUEST_BURST", "1000000")
+        .env("RDV_BRIDGE_LIMITS__REQUEST_REPLENISH_MS", "1")
+        .env("RDV_BRIDGE_LIMITS__GLOBAL_BURST", "1000000")
+        .env("RDV_BRIDGE_LIMITS__GLOBAL_REQUESTS_PER_SEC", "1000000")
+        .env("RDV_BRIDGE_LIMITS__BYTES_PER_DAY", "1000000000000")
+        .env("RUST_LOG", "warn,rumqttd=off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    match external {
+        Some(p) => {
+            cmd.env("RDV_BRIDGE_MQTT__MODE", "external")
+                .env(
+                    "RDV_BRIDGE_MQTT__EXTERNAL_URL",
+                    format!("mqtt://127.0.0.1:{p}"),
+                )
+                .env(
+                    "RDV_BRIDGE_MQTT__CLIENT_ID",
+                    format!("bench-bridge-{}", now_us()),
+                );
+        }
+        None => {
+            cmd.args(["--mqtt-listen", "127.0.0.1:0"]);
+        }
+    }
+    let mut c = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    std::thread::spawn(move || for _ in lines {});
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let http = format!("http://{}", v["http"].as_str().unwrap());
+    let port = match external {
+        Some(p) => p,
+        None => v["mqtt"]
+            .as_str()
+            .and_then(|a| a.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap(),
+    };
+    (Proc(c), http, port)
+}
+
+fn main() {
+    let mut bridge = PathBuf::from("target/release/rdv-relay-bridge");
+    let mut mosquitto = String::from("/usr/sbin/mosquitto");
+    let mut quick = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bridge" => bridge = args.next().unwrap().into(),
+            "--mosquitto" => mosquitto = args.next().unwrap(),
+            "--quick" => quick = true,
+            _ => panic!("usage: loadgen [--bridge PATH] [--mosquitto PATH] [--quick]"),
+        }
+    }
+    T0.get_or_init(Instant::now);
+    let dir = tempfile::tempdir().unwrap();
+    let (_m, mport) = start_mosquitto(&mosquitto, dir.path());
+    let bdir = dir.path().join("bridge");
+    let (_b, http, bport) = start_bridge(&bridge, &bdir, None);
+    let edir = dir.path().join("bridge-ext");
+    let (_e, ext_http, _) = start_bridge(&bridge, &edir, Some(mport));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let scale = if quick { 10 } else { 1 };
+    let (n_small, n_big, n_rate) = (20_000 / scale, 2_000 / scale, 5_000 / scale);
+    println!(
+        "| scenario | target | sent | received | dups | msg/s | MB/s | p50 ms | p99 ms | max ms |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    rt.block_on(async {
+        let targets = [("rdv-relay-bridge", bport), ("mosquitto", mport)];
+        for (qos, qn) in [(QoS::AtMostOnce, 0), (QoS::AtLeastOnce, 1)] {
+            for (size, n) in [(256usize, n_small), (32 * 1024, n_big)] {
+                for (name, port) in targets {
+                    let label = format!(
+                        "MQTT→MQTT max rate, QoS {qn}, {}",
+                        if size < 1024 {
+                            "256 B".into()
+                        } else {
+                            format!("{} KB", size / 1024)
+                        }
+                    );
+                    mqtt_to_mqtt(&label, name, port, qos, size, n, None)
+                        .await
+                        .print();
+                }
+            }
+            for (name, port) in targets {
+                let label = format!("MQTT→MQTT 1000/s, QoS {qn}, 256 B");
+                mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000))
+                    .await
+                    .print();
+            }
+        }
+        for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
+            ntfy_to_mqtt(
+                "rdv-relay-bridge (embedded)",
+                &http,
+                bport,
+                qos,
+                n_rate,
+                1000,
+            )
+            .await
+            .print();
+            ntfy_to_mqtt(
+                "rdv-relay-bridge → mosquitto (external)",
+                &ext_http,
+                mport,
+                qos,
+                n_rate,
+                1000,
+            )
+            .await
+            .print();
+        }
+        mqtt_to_sse("rdv-relay-bridge (embedded)", &http, bport, n_rate, 1000)
+            .await
+            .print();
+        mqtt_to_sse(
+            "mosquitto → rdv-relay-bridge (external)",
+            &ext_http,
+            mport,
+            n_rate,
+            1000,
+        )
+        .await
+        .print();
+    });
+}
