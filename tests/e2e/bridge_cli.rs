@@ -59,11 +59,14 @@ fn start_bridge(name: &str) -> BridgeProc {
         .args(["--mqtt-listen", "127.0.0.1:0", "--data-dir"])
         .arg(&dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("bridge exited before its address line");
+    let Some(first) = lines.next() else {
+        let log = std::fs::read_to_string(dir.join("stderr.log")).unwrap_or_default();
+        panic!("bridge exited before its address line; its stderr:\n{log}");
+    };
     let v: Value = serde_json::from_str(&first.unwrap()).unwrap();
     std::thread::spawn(move || for _ in lines {});
     BridgeProc {

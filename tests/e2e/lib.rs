@@ -34,6 +34,14 @@ pub fn run(cmd: &mut Command, stdin: &[u8]) -> Output {
     child.wait_with_output().expect("wait")
 }
 
+/// A fresh path in the temp directory for this process.
+fn tempfile_path(stem: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("rdv-e2e-{stem}-{}-{n}.log", std::process::id()))
+}
+
 /// A server process, killed when dropped.
 pub struct Server {
     pub child: Child,
@@ -51,18 +59,21 @@ impl Drop for Server {
 /// (`listening on http://…`), reading its stdout.
 pub fn start_server(mut cmd: Command) -> Server {
     use std::io::BufRead;
+    let log = tempfile_path("server-stderr");
+    let err = std::fs::File::create(&log).expect("stderr log");
     let mut child = cmd
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .expect("spawn server");
     let stdout = child.stdout.take().expect("server stdout");
     let mut lines = std::io::BufReader::new(stdout).lines();
     let url = loop {
-        let line = lines
-            .next()
-            .expect("server exited before printing its address")
-            .expect("read line");
+        let Some(line) = lines.next() else {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("server exited before printing its address; its stderr:\n{text}");
+        };
+        let line = line.expect("read line");
         if let Some(i) = line.find("http://") {
             break line[i..]
                 .split_whitespace()

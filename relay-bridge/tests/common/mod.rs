@@ -158,9 +158,9 @@ pub fn tool(name: &str) -> PathBuf {
 }
 
 /// The Python of the test venv (relay-bridge/tests/python/.venv), or
-/// `RDV_BRIDGE_PYTHON`.
+/// `RDV_TEST_PYTHON`.
 pub fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("RDV_BRIDGE_PYTHON") {
+    if let Some(p) = std::env::var_os("RDV_TEST_PYTHON") {
         return PathBuf::from(p);
     }
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/.venv/bin/python");
