@@ -122,7 +122,12 @@ impl Config {
             f = f.merge(Toml::file(p));
         }
         let c: Config = f
-            .merge(Env::prefixed("RDV_DIRECTORY_").split("__"))
+            // RDV_DIRECTORY_CONFIG names the file itself (`--config`), not a key.
+            .merge(
+                Env::prefixed("RDV_DIRECTORY_")
+                    .ignore(&["CONFIG"])
+                    .split("__"),
+            )
             .extract()
             .map_err(|e| Error::Config(e.to_string()))?;
         c.check()?;

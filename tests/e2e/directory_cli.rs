@@ -63,8 +63,17 @@ fn publish_lookup_remove_from_the_terminal() {
         "keygen: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // As the Docker image runs it: the sample config named by the
+    // environment, with an environment override on top.
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docker/directory/config.toml"
+    );
     let mut serve = Command::new(bin("rdv-directory"));
-    serve.args(["serve", "--data-dir", data, "--listen", "127.0.0.1:0"]);
+    serve
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("RDV_DIRECTORY_CONFIG", sample)
+        .env("RDV_DIRECTORY_DATA_DIR", data);
     let server = start_server(serve);
 
     let seed_file = dir.join("seed");
