@@ -19,6 +19,21 @@ use crate::limits::{LimitConfig, Rate};
 pub struct Config {
     /// HTTP address; port 0 picks a free port (printed at start).
     pub http_listen: SocketAddr,
+    /// SMTP listener for forwarded mail (`smtp`); off when unset. Port 0
+    /// picks a free port (printed at start).
+    pub smtp_listen: Option<SocketAddr>,
+    /// The name in the SMTP greeting and EHLO reply.
+    pub smtp_hostname: String,
+    /// Most SMTP sessions at once; more are answered 421 and closed.
+    pub smtp_max_sessions: usize,
+    /// Longest wait for one SMTP command line or DATA chunk.
+    pub smtp_command_timeout_secs: u64,
+    /// Longest SMTP session, whatever it does.
+    pub smtp_session_timeout_secs: u64,
+    /// STARTTLS: a PEM certificate chain and its PEM private key; offered
+    /// only when both are set.
+    pub smtp_tls_cert_file: Option<PathBuf>,
+    pub smtp_tls_key_file: Option<PathBuf>,
     /// Holds the SQLite file, the master secret and the outbox by default.
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; default `<data_dir>/gateway.db`.
@@ -65,6 +80,13 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             http_listen: SocketAddr::from(([127, 0, 0, 1], 8490)),
+            smtp_listen: None,
+            smtp_hostname: "localhost".into(),
+            smtp_max_sessions: 64,
+            smtp_command_timeout_secs: 60,
+            smtp_session_timeout_secs: 600,
+            smtp_tls_cert_file: None,
+            smtp_tls_key_file: None,
             data_dir: PathBuf::from("./data"),
             database: None,
             max_db_connections: 16,
@@ -107,7 +129,12 @@ impl Config {
             f = f.merge(Toml::file(p));
         }
         let c: Config = f
-            .merge(Env::prefixed("RDV_GATEWAY_").split("__"))
+            // RDV_GATEWAY_CONFIG names the file itself (`--config`), not a key.
+            .merge(
+                Env::prefixed("RDV_GATEWAY_")
+                    .ignore(&["CONFIG"])
+                    .split("__"),
+            )
             .extract()
             .map_err(|e| Error::Config(e.to_string()))?;
         c.check()?;
@@ -134,6 +161,23 @@ impl Config {
         }
         if self.code_ttl_secs < 60 || self.code_max_attempts == 0 {
             return bad("code_ttl_secs must be at least 60 and code_max_attempts at least 1");
+        }
+        if self.smtp_max_sessions == 0
+            || self.smtp_command_timeout_secs == 0
+            || self.smtp_session_timeout_secs == 0
+        {
+            return bad("smtp_max_sessions and the smtp timeouts must be at least 1");
+        }
+        if self.smtp_hostname.is_empty()
+            || !self
+                .smtp_hostname
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        {
+            return bad("smtp_hostname must be a host name");
+        }
+        if self.smtp_tls_cert_file.is_some() != self.smtp_tls_key_file.is_some() {
+            return bad("smtp_tls_cert_file and smtp_tls_key_file go together");
         }
         if self.inbox_max_items == 0 {
             return bad("inbox_max_items must be at least 1");

@@ -343,9 +343,6 @@ fn gate_refusal(r: &GateRefusal) -> Response {
         GateRefusal::Duplicate => StatusCode::CONFLICT,
         _ => StatusCode::UNPROCESSABLE_ENTITY,
     };
-    metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
-        .increment(1);
-    tracing::info!(refusal = r.code(), "inbound refused");
     (status, Json(gate::report(&Err(r.clone())))).into_response()
 }
 
@@ -361,67 +358,129 @@ async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         Err(r) => return r.into_response(),
     };
     // The layer bounds the body; the gate checks again before parsing.
-    let raw = body.as_ref();
-    let Ok(mailbox_addr) = Address::parse(&mailbox) else {
-        return ApiRefusal::internal("stored mailbox does not parse").into_response();
-    };
-    let agent = match s.inner.store.mailbox_agent(&mailbox).await {
-        Ok(Some(a)) => AgentId::parse(&a).ok(),
-        Ok(None) => None,
-        Err(e) => return ApiRefusal::internal(e).into_response(),
-    };
-    let Some(agent) = agent else {
-        return gate_refusal(&GateRefusal::NotForMailbox);
-    };
-    let now = s.now();
-    let arrival = Arrival {
-        mailbox: &mailbox_addr,
-        agent: Some(&agent),
-        max_bytes: s.inner.cfg.max_mail_bytes,
-    };
-    let screened = match gate::screen(raw, &arrival, now) {
-        Ok(sc) => sc,
-        Err(r) => return gate_refusal(&r),
-    };
     // Pushed over HTTP: no SMTP session, so SPF is `none` in verify mode.
-    let auth = gate::authenticate(raw, &screened, None, &s.inner.backend).await;
-    let admitted = Admitted::new(screened, auth);
-    let payload = match rdv_proto::canon::to_string(&admitted.screened.block) {
-        Ok(p) => p,
-        Err(e) => return ApiRefusal::internal(e).into_response(),
-    };
-    let probe = NewProbe {
-        mailbox: mailbox.clone(),
-        agent: agent.as_str().to_string(),
-        kind: admitted.screened.kind_name().to_string(),
-        id: admitted.screened.id.clone(),
-        requester: admitted.screened.requester.as_str().to_string(),
-        sender: admitted.screened.sender.canon().to_string(),
-        ts: admitted.screened.ts.unix_timestamp(),
-        payload,
-        auth: serde_json::to_string(&admitted.auth).unwrap_or_default(),
-        binding: serde_json::to_value(admitted.binding)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-    };
-    let seq = match s
-        .inner
-        .store
-        .admit(&probe, &s.inner.cfg.limits, now.unix_timestamp())
-        .await
-    {
-        Ok(Ok(seq)) => seq,
-        Ok(Err(r)) => return gate_refusal(&r),
-        Err(e) => return ApiRefusal::internal(e).into_response(),
-    };
-    let _ = s.inner.notify.send(probe.agent.clone());
-    metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
-        .increment(1);
-    tracing::info!(kind = probe.kind, seq, "inbound admitted");
-    let mut report = gate::report(&Ok(admitted));
-    report["seq"] = json!(seq);
-    (StatusCode::ACCEPTED, Json(report)).into_response()
+    match s.deliver(&mailbox, body.as_ref(), None).await {
+        Ok(d) => {
+            let mut report = gate::report(&Ok(d.admitted));
+            report["seq"] = json!(d.seq);
+            (StatusCode::ACCEPTED, Json(report)).into_response()
+        }
+        Err(Delivery::Refused(r)) => gate_refusal(&r),
+        Err(Delivery::Internal(e)) => ApiRefusal::internal(e).into_response(),
+    }
+}
+
+/// A message the gate admitted and the store queued.
+#[derive(Debug)]
+pub struct Delivered {
+    pub admitted: Admitted,
+    pub seq: i64,
+}
+
+/// Why [`AppState::deliver`] did not queue a message.
+#[derive(Debug)]
+pub enum Delivery {
+    /// The gate (or the store's dedupe and limits) refused it: data.
+    Refused(GateRefusal),
+    /// The store failed; the message may be retried.
+    Internal(String),
+}
+
+impl AppState {
+    /// The one inbound path (HTTP `POST /v1/inbound` and the SMTP
+    /// listener): the gate over `raw` for the canonical `mailbox`,
+    /// authentication (SPF from `session` when the mail came over SMTP),
+    /// then dedupe, limits and queueing in the store, and the SSE notice.
+    /// Logs outcomes and codes only, never content.
+    pub async fn deliver(
+        &self,
+        mailbox: &str,
+        raw: &[u8],
+        session: Option<&crate::auth::SmtpSession>,
+    ) -> Result<Delivered, Delivery> {
+        let out = self.deliver_inner(mailbox, raw, session).await;
+        match &out {
+            Ok(d) => {
+                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
+                    .increment(1);
+                tracing::info!(
+                    kind = d.admitted.screened.kind_name(),
+                    seq = d.seq,
+                    smtp = session.is_some(),
+                    "inbound admitted"
+                );
+            }
+            Err(Delivery::Refused(r)) => {
+                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
+                    .increment(1);
+                tracing::info!(
+                    refusal = r.code(),
+                    smtp = session.is_some(),
+                    "inbound refused"
+                );
+            }
+            Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
+        }
+        out
+    }
+
+    async fn deliver_inner(
+        &self,
+        mailbox: &str,
+        raw: &[u8],
+        session: Option<&crate::auth::SmtpSession>,
+    ) -> Result<Delivered, Delivery> {
+        let s = &self.inner;
+        let internal = |e: &dyn std::fmt::Display| Delivery::Internal(e.to_string());
+        let Ok(mailbox_addr) = Address::parse(mailbox) else {
+            return Err(Delivery::Internal("stored mailbox does not parse".into()));
+        };
+        let agent = match s.store.mailbox_agent(mailbox).await {
+            Ok(Some(a)) => AgentId::parse(&a).ok(),
+            Ok(None) => None,
+            Err(e) => return Err(internal(&e)),
+        };
+        let Some(agent) = agent else {
+            return Err(Delivery::Refused(GateRefusal::NotForMailbox));
+        };
+        let now = self.now();
+        let arrival = Arrival {
+            mailbox: &mailbox_addr,
+            agent: Some(&agent),
+            max_bytes: s.cfg.max_mail_bytes,
+        };
+        let screened = gate::screen(raw, &arrival, now).map_err(Delivery::Refused)?;
+        let auth = gate::authenticate(raw, &screened, session, &s.backend).await;
+        let admitted = Admitted::new(screened, auth);
+        let payload =
+            rdv_proto::canon::to_string(&admitted.screened.block).map_err(|e| internal(&e))?;
+        let probe = NewProbe {
+            mailbox: mailbox.to_string(),
+            agent: agent.as_str().to_string(),
+            kind: admitted.screened.kind_name().to_string(),
+            id: admitted.screened.id.clone(),
+            requester: admitted.screened.requester.as_str().to_string(),
+            sender: admitted.screened.sender.canon().to_string(),
+            ts: admitted.screened.ts.unix_timestamp(),
+            payload,
+            auth: serde_json::to_string(&admitted.auth).unwrap_or_default(),
+            binding: serde_json::to_value(admitted.binding)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        };
+        let seq = match s
+            .store
+            .admit(&probe, &s.cfg.limits, now.unix_timestamp())
+            .await
+        {
+            Ok(Ok(seq)) => seq,
+            Ok(Err(r)) => return Err(Delivery::Refused(r)),
+            Err(e) => return Err(internal(&e)),
+        };
+        let _ = s.notify.send(probe.agent);
+        Ok(Delivered { admitted, seq })
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -4,7 +4,8 @@
 //!
 //! [`gate`] (with [`auth`], [`limits`], [`verdict`]) decides about one
 //! message; [`cookie`] makes the stateless challenges; [`store`] keeps the
-//! state on SQLite or Postgres; [`http`] is the API and [`server`] binds,
+//! state on SQLite or Postgres; [`http`] is the API, [`smtp`] the mail
+//! listener (both deliver through `http::AppState::deliver`), and [`server`] binds,
 //! serves, purges and shuts down.
 
 pub mod auth;
@@ -18,6 +19,7 @@ pub mod limits;
 pub mod mailer;
 pub mod server;
 pub mod signed;
+pub mod smtp;
 pub mod store;
 pub mod verdict;
 

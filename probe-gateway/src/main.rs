@@ -40,7 +40,8 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve the HTTP API; prints the bound address ("listening on http://…").
+    /// Serve the HTTP API and, when configured, the SMTP listener; prints the
+    /// bound addresses ("listening on http://…", then "listening on smtp://…").
     /// Settings: --config TOML, then RDV_GATEWAY_* variables, then these flags.
     Serve {
         /// TOML configuration file.
@@ -49,6 +50,11 @@ enum Cmd {
         /// HTTP address, e.g. 0.0.0.0:8490 (port 0 picks one).
         #[arg(long)]
         http_listen: Option<SocketAddr>,
+        /// SMTP address for forwarded mail, e.g. 0.0.0.0:2525 (port 0 picks
+        /// one; printed as "listening on smtp://…"). Off unless set here or
+        /// as `smtp_listen` in the configuration.
+        #[arg(long)]
+        smtp_listen: Option<SocketAddr>,
         /// Holds the SQLite database, the master secret and the outbox.
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -111,12 +117,16 @@ fn main() -> anyhow::Result<ExitCode> {
         Cmd::Serve {
             config,
             http_listen,
+            smtp_listen,
             data_dir,
             database,
         } => {
             let mut cfg = Config::load(config.as_deref())?;
             if let Some(l) = http_listen {
                 cfg.http_listen = l;
+            }
+            if let Some(l) = smtp_listen {
+                cfg.smtp_listen = Some(l);
             }
             if let Some(d) = data_dir {
                 cfg.data_dir = d;

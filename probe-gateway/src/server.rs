@@ -22,23 +22,41 @@ use crate::store::Store;
 /// A running gateway.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The SMTP listener's bound address, when `smtp_listen` is set.
+    pub smtp_addr: Option<SocketAddr>,
     pub state: AppState,
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
+    smtp_task: Option<JoinHandle<()>>,
 }
 
 impl Running {
     /// Stops accepting, drains in-flight requests and returns.
     pub async fn shutdown(self) -> std::io::Result<()> {
         let _ = self.stop.send(true);
+        if let Some(t) = self.smtp_task {
+            let _ = t.await;
+        }
         self.task.await.unwrap_or(Ok(()))
     }
 }
 
-/// Binds `cfg.http_listen` (port 0 allowed) and serves until shutdown.
+/// Binds `cfg.http_listen` and, when set, `cfg.smtp_listen` (port 0
+/// allowed) and serves until shutdown.
 pub async fn start(cfg: Config, deps: Deps) -> Result<Running, Error> {
     let listener = TcpListener::bind(cfg.http_listen).await?;
     let addr = listener.local_addr()?;
+    let smtp_listener = match cfg.smtp_listen {
+        Some(a) => Some((
+            TcpListener::bind(a).await?,
+            crate::smtp::tls_acceptor(&cfg)?,
+        )),
+        None => None,
+    };
+    let smtp_addr = smtp_listener
+        .as_ref()
+        .map(|(l, _)| l.local_addr())
+        .transpose()?;
     let purge_every = Duration::from_secs(cfg.purge_interval_secs.max(1));
     let l = &cfg.limits;
     let longest = [
@@ -54,6 +72,8 @@ pub async fn start(cfg: Config, deps: Deps) -> Result<Running, Error> {
     let state = AppState::new(cfg, deps);
     let (stop, mut stopped) = watch::channel(false);
     let router = app(state.clone());
+    let smtp_task =
+        smtp_listener.map(|(l, tls)| crate::smtp::spawn(l, state.clone(), tls, stop.subscribe()));
     let mut purge_stop = stop.subscribe();
     let ps = state.clone();
     tokio::spawn(async move {
@@ -79,9 +99,11 @@ pub async fn start(cfg: Config, deps: Deps) -> Result<Running, Error> {
     });
     Ok(Running {
         addr,
+        smtp_addr,
         state,
         stop,
         task,
+        smtp_task,
     })
 }
 
@@ -187,6 +209,10 @@ pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
     // The bound address goes to stdout so scripts can read it (port 0).
     println!("listening on http://{}", running.addr);
     tracing::info!(addr = %running.addr, "listening");
+    if let Some(a) = running.smtp_addr {
+        println!("listening on smtp://{a}");
+        tracing::info!(addr = %a, "smtp listening");
+    }
     signal().await;
     tracing::info!("shutting down");
     running.shutdown().await?;

@@ -1,5 +1,5 @@
-//! `rdv-probe-gateway serve` as a process: port 0 printed, env overrides,
-//! the whole enrolment and delivery over real HTTP, graceful shutdown on
+//! `rdv-probe-gateway serve` as a process: port 0 printed (HTTP and SMTP),
+//! env overrides, the whole enrolment and delivery over real HTTP and SMTP, graceful shutdown on
 //! SIGTERM, and no secret, token, code or mail content in its output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -75,12 +75,23 @@ fn serve_end_to_end_quiet_and_graceful() {
             "serve",
             "--http-listen",
             "127.0.0.1:0",
+            "--smtp-listen",
+            "127.0.0.1:0",
             "--log-format",
             "json",
         ])
         .arg("--data-dir")
         .arg(dir.path())
         .env("RUST_LOG", "debug")
+        // As the Docker image runs it: the sample config named by the
+        // environment (flags and an env override on top).
+        .env(
+            "RDV_GATEWAY_CONFIG",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../docker/probe-gateway/config.toml"
+            ),
+        )
         .env("RDV_GATEWAY_LIMITS__PER_SENDER__MAX", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -101,6 +112,14 @@ fn serve_end_to_end_quiet_and_graceful() {
         .unwrap_or_else(|| panic!("first line: {line}"))
         .to_string();
     assert!(!base.ends_with(":0"), "the bound port is printed");
+    let mut smtp_line = String::new();
+    stdout.read_line(&mut smtp_line).unwrap();
+    let smtp_addr = smtp_line
+        .trim()
+        .strip_prefix("listening on smtp://")
+        .unwrap_or_else(|| panic!("second line: {smtp_line}"))
+        .to_string();
+    assert!(!smtp_addr.ends_with(":0"), "the bound SMTP port is printed");
 
     let (st, v) = signed_call(
         &base,
@@ -158,9 +177,44 @@ fn serve_end_to_end_quiet_and_graceful() {
     // RDV_GATEWAY_LIMITS__PER_SENDER__MAX=1 took effect.
     let (st, v) = inbound(mail("1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c02"));
     assert_eq!((st, v["refusal"].clone()), (429, json!("rate_limited")));
+    // The same gate over SMTP, from another sender (the per-sender limit
+    // holds for alice), with a real client.
+    let mut m = format!("X-Canary: {CANARY}\r\n").into_bytes();
+    m.extend(probe_mail(
+        "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c03",
+        "john@doe.test",
+        "bob@sender.test",
+        &now,
+        TransferEncoding::QuotedPrintable,
+    ));
+    let eml = dir.path().join("smtp.eml");
+    std::fs::write(&eml, &m).unwrap();
+    let (host, port) = smtp_addr.rsplit_once(':').unwrap();
+    let steps = json!([
+        ["ehlo", "mail.sender.test"],
+        ["cmd", format!("MAIL FROM:<{CANARY}@sender.test>")],
+        ["cmd", "RCPT TO:<john@doe.test>"],
+        ["data_file", eml.display().to_string()],
+        ["quit"],
+    ]);
+    let out = Command::new(std::env::var("RDV_TEST_PYTHON").unwrap_or_else(|_| "python3".into()))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/smtp_client.py"
+        ))
+        .args([host, port, &steps.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replies: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(replies[4][0], 250, "{replies}");
     let (st, v) = signed_call(&base, 3, "GET", "/v1/inbox", b"");
     assert_eq!(st, 200, "{v}");
-    assert_eq!(v["items"].as_array().unwrap().len(), 1);
+    assert_eq!(v["items"].as_array().unwrap().len(), 2);
 
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -171,8 +225,12 @@ fn serve_end_to_end_quiet_and_graceful() {
     assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
-    let logs = drain.join().unwrap() + &line + &rest;
+    let logs = drain.join().unwrap() + &line + &smtp_line + &rest;
     assert!(logs.contains("listening"), "logs are there: {logs}");
+    assert!(
+        logs.contains("smtp listening"),
+        "the SMTP address is logged"
+    );
     let secret = std::fs::read_to_string(dir.path().join("master-secret")).unwrap();
     for (what, s) in [
         ("master secret", secret.trim()),
@@ -206,6 +264,8 @@ fn sample_config_parses() {
     let text = include_str!("../../docker/probe-gateway/config.toml");
     let c = Config::from_toml(text).unwrap();
     assert_eq!(c.http_listen.port(), 8490);
+    assert_eq!(c.smtp_listen.map(|a| a.port()), Some(2525));
+    assert_eq!(c.smtp_max_sessions, 64);
     assert_eq!(c.limits.per_sender.max, 10);
     assert!(matches!(
         c.auth,
@@ -219,6 +279,12 @@ fn unknown_and_invalid_keys_refused() {
     assert!(Config::from_toml("[limits.per_sender]\nmax = 1\nwindow_secs = 1\nextra = 2").is_err());
     assert!(Config::from_toml("signed_request_window_secs = 0").is_err());
     assert!(Config::from_toml("code_max_attempts = 0").is_err());
+    assert!(Config::from_toml("smtp_max_sessions = 0").is_err());
+    assert!(Config::from_toml("smtp_command_timeout_secs = 0").is_err());
+    assert!(Config::from_toml("smtp_session_timeout_secs = 0").is_err());
+    assert!(Config::from_toml("smtp_hostname = \"a b\"").is_err());
+    assert!(Config::from_toml("smtp_listen = \"127.0.0.1:0\"").is_ok());
+    assert!(Config::from_toml("smtp_tls_cert_file = \"/x.pem\"").is_err());
     assert!(Config::from_toml("previous_retired_at = \"2026-10-01T00:00:00Z\"").is_err());
     assert!(Config::from_toml("auth = \"verify\"").is_ok());
 }

@@ -65,6 +65,16 @@ pub const AUTHSERV: &str = "mx.trusted.test";
 
 impl Env {
     pub async fn new(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::with_auth(backend, tweak, trusted()).await
+    }
+
+    /// [`Env::new`] with another authentication backend (verify mode);
+    /// [`Env::restart`] goes back to trusted mode.
+    pub async fn with_auth(
+        backend: Backend,
+        tweak: impl FnOnce(&mut Config),
+        auth: AuthBackend,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (db_url, pg) = match backend {
             Backend::Sqlite => (
@@ -105,7 +115,7 @@ impl Env {
         let store = Store::connect(&db_url, 4).await.unwrap();
         let state = AppState::new(
             cfg.clone(),
-            deps(store, clock.clone(), mailer.clone(), entropy.clone()),
+            deps(store, clock.clone(), mailer.clone(), entropy.clone(), auth),
         );
         Self {
             router: app(state.clone()),
@@ -132,6 +142,7 @@ impl Env {
                 self.clock.clone(),
                 self.mailer.clone(),
                 self.entropy.clone(),
+                trusted(),
             ),
         );
         self.router = app(self.state.clone());
@@ -240,13 +251,18 @@ fn deps(
     clock: Arc<ManualClock>,
     mailer: Arc<RecordingMailer>,
     entropy: Arc<CountingEntropy>,
+    backend: AuthBackend,
 ) -> Deps {
     Deps {
         store,
         clock,
         entropy,
         mailer,
-        backend: AuthBackend::Trusted(vec![AUTHSERV.into()]),
+        backend,
         cookies: cookie_keys(),
     }
+}
+
+fn trusted() -> AuthBackend {
+    AuthBackend::Trusted(vec![AUTHSERV.into()])
 }
