@@ -205,8 +205,17 @@ impl AgentId {
         let mut m = Vec::with_capacity(SIG_PREFIX.len() + msg.len());
         m.extend_from_slice(SIG_PREFIX);
         m.extend_from_slice(msg);
-        self.verifying_key()?
-            .verify_strict(&m, &ed25519_dalek::Signature::from_bytes(sig))
+        self.verify_signing_input(&m, sig)
+    }
+
+    /// Verifies over bytes that already start with `rdv1/sig:` (callers that
+    /// assemble the signing input themselves, saving a copy).
+    pub fn verify_signing_input(&self, input: &[u8], sig: &[u8; 64]) -> Result<()> {
+        if !input.starts_with(SIG_PREFIX) {
+            return Err(Error::BadSignature);
+        }
+        self.point
+            .verify_strict(input, &ed25519_dalek::Signature::from_bytes(sig))
             .map_err(|_| Error::BadSignature)
     }
 }

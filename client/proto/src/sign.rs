@@ -57,10 +57,12 @@ pub fn verify_hashed(doc: &Map<String, Value>, signer: &AgentId, max: usize) -> 
         });
     }
     let range = range.ok_or_else(|| Error::shape("sig", "missing"))?;
-    let mut unsigned = Vec::with_capacity(full.len() - range.len());
-    unsigned.extend_from_slice(&full[..range.start]);
-    unsigned.extend_from_slice(&full[range.end..]);
-    signer.verify_prefixed(&unsigned, &sig)?;
+    let prefix = crate::consts::SIG_PREFIX;
+    let mut input = Vec::with_capacity(prefix.len() + full.len() - range.len());
+    input.extend_from_slice(prefix);
+    input.extend_from_slice(&full[..range.start]);
+    input.extend_from_slice(&full[range.end..]);
+    signer.verify_signing_input(&input, &sig)?;
     Ok(hex::encode(Sha256::digest(&full)))
 }
 
