@@ -9,7 +9,7 @@ use rdv_proto::consts::CARD_MAX_BYTES;
 use rdv_proto::doc::DocKind;
 use rdv_proto::envelope::{self, SealParams};
 use rdv_proto::nostr_event;
-use rdv_proto::time::{Instant, format_time, parse_time};
+use rdv_proto::time::{Instant, parse_time};
 use rdv_proto::{Address, AgentId, AgentKey, canon, idtopic, sign};
 use serde_json::{Value, json};
 
@@ -202,9 +202,4 @@ fn nostr_verify(stdin: &[u8]) -> Result<Vec<u8>> {
         "content": ev.content,
         "carries": what,
     }))
-}
-
-/// Formats the clock for messages.
-pub fn now_string(now: Instant) -> String {
-    format_time(now)
 }

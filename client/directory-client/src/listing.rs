@@ -5,7 +5,6 @@
 //! (`rdv1/sig:` ‖ canonical JSON), and only a later `updated` wins, so a
 //! replayed older document changes nothing.
 
-use rdv_proto::canon;
 use rdv_proto::consts::{
     DIR_LISTING_MAX_BYTES, DIR_LISTING_MAX_LIFETIME_SECS, DIR_LISTING_TYPE, DIR_MAX_AHEAD_SECS,
     DIR_REMOVE_TYPE,
@@ -55,18 +54,7 @@ pub struct Removal {
 /// Steps 1–2 of every reader (§4.6): bound, then verify the signature by
 /// the agent the document names, before any other field is trusted.
 fn open<'a>(doc: &'a Value, max: usize) -> Result<(Obj<'a>, AgentId)> {
-    let len = canon::to_vec(doc)?.len();
-    if len > max {
-        return Err(Error::Proto(rdv_proto::Error::TooLarge {
-            what: "document",
-            len,
-            limit: max,
-        }));
-    }
-    let mut o = Obj::new(doc, "")?;
-    let agent = o.id("agent")?;
-    sign::verify(o.map(), &agent)?;
-    o.opt("sig");
+    let (o, agent, _hash) = rdv_proto::doc::open_signed(doc, "", "document", "agent", Some(max))?;
     Ok((o, agent))
 }
 

@@ -105,7 +105,7 @@ pub(crate) fn bound(v: &Value, what: &'static str, max: usize) -> Result<usize> 
 /// `sig` against the agent ID in `signer_field`, from one serialization.
 /// Returns a reader with the signer and `sig` already read, the signer, and
 /// the document's §4.6 hash.
-pub(crate) fn open_signed<'a>(
+pub fn open_signed<'a>(
     v: &'a Value,
     path: &str,
     what: &'static str,

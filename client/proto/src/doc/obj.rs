@@ -3,7 +3,6 @@
 
 use serde_json::{Map, Value};
 
-use crate::canon;
 use crate::encoding::is_hash;
 use crate::error::{Error, Result};
 use crate::keys::AgentId;
@@ -157,19 +156,6 @@ impl<'a> Obj<'a> {
     pub fn object(&mut self, key: &'a str) -> Result<Obj<'a>> {
         let p = self.path(key);
         Obj::new(self.req(key)?, &p)
-    }
-
-    /// The member's canonical size must be at most `max` bytes.
-    pub fn canon_len(&self, max: usize) -> Result<usize> {
-        let n = canon::to_vec(&Value::Object(self.map.clone()))?.len();
-        if n > max {
-            return Err(Error::TooLarge {
-                what: "document",
-                len: n,
-                limit: max,
-            });
-        }
-        Ok(n)
     }
 
     /// Refuses any member not read so far.
