@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthMode;
 use crate::error::Error;
+use crate::flows::FlowConfig;
 use crate::limits::{LimitConfig, Rate};
+use crate::mailer::OutboundConfig;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -74,6 +76,11 @@ pub struct Config {
     /// default `<data_dir>/outbox`.
     pub outbox_dir: Option<PathBuf>,
     pub limits: LimitConfig,
+    /// Outbound mail: relay, sender address, DKIM keys.
+    pub outbound: OutboundConfig,
+    /// Probe, SYN-ACK, ACK and invite flows: gateway addresses, per-address
+    /// limits, opt-out.
+    pub flows: FlowConfig,
 }
 
 impl Default for Config {
@@ -114,6 +121,8 @@ impl Default for Config {
             purge_interval_secs: 300,
             outbox_dir: None,
             limits: LimitConfig::default(),
+            outbound: OutboundConfig::default(),
+            flows: FlowConfig::default(),
         }
     }
 }

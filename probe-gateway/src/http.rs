@@ -575,17 +575,27 @@ async fn register(
         )
         .await
         .map_err(ApiRefusal::internal)?;
-    s.inner
-        .mailer
-        .send(&code_message(mailbox.canon(), agent.as_str(), &code))
-        .map_err(|e| {
-            tracing::warn!(error = %e, "proof-code mail not sent");
-            ApiRefusal::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "mail_unavailable",
-                "the code could not be sent; try again later",
-            )
-        })?;
+    let mut mid = [0u8; 12];
+    s.inner.entropy.fill(&mut mid);
+    let date = now
+        .format(&time::format_description::well_known::Rfc2822)
+        .map_err(ApiRefusal::internal)?;
+    let msg = code_message(
+        &s.inner.cfg.outbound.from_address,
+        mailbox.canon(),
+        agent.as_str(),
+        &code,
+        &date,
+        &format!("<{}@{}>", hex::encode(mid), s.inner.cfg.smtp_hostname),
+    );
+    s.inner.mailer.send(&msg).await.map_err(|e| {
+        tracing::warn!(error = %e, "proof-code mail not sent");
+        ApiRefusal::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "mail_unavailable",
+            "the code could not be sent; try again later",
+        )
+    })?;
     tracing::info!("registration pending");
     let expires = from_unix(expires).map(format_time).unwrap_or_default();
     Ok((

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod config;
 pub mod cookie;
 pub mod error;
+pub mod flows;
 pub mod gate;
 pub mod http;
 pub mod limits;

@@ -222,7 +222,8 @@ impl Env {
     /// The code in the last proof mail.
     pub fn last_code(&self) -> String {
         let sent = self.mailer.sent();
-        let body = &sent.last().expect("a proof mail was sent").body;
+        let body = String::from_utf8(sent.last().expect("a proof mail was sent").raw.clone())
+            .expect("the code mail is UTF-8");
         let (_, rest) = body.split_once("type this code into it: ").unwrap();
         rest.split_whitespace().next().unwrap().to_string()
     }
