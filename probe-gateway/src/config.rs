@@ -205,6 +205,8 @@ impl Config {
         if self.previous_master_secret_file.is_some() != self.previous_retired_at.is_some() {
             return bad("previous_master_secret_file and previous_retired_at go together");
         }
+        self.outbound.check()?;
+        self.flows.check()?;
         Ok(())
     }
 

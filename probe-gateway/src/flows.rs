@@ -8,3 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct FlowConfig {}
+
+impl FlowConfig {
+    pub fn check(&self) -> Result<(), crate::error::Error> {
+        Ok(())
+    }
+}

@@ -61,6 +61,17 @@ pub struct OutboundConfig {
     pub from_address: String,
 }
 
+impl OutboundConfig {
+    pub fn check(&self) -> Result<(), crate::error::Error> {
+        if !self.from_address.contains('@') {
+            return Err(crate::error::Error::Config(
+                "outbound.from_address must be an email address".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for OutboundConfig {
     fn default() -> Self {
         Self {
