@@ -1,0 +1,87 @@
+//! For the services' tests: a throwaway Postgres database on the server
+//! named by `RDV_TEST_POSTGRES_URL` (a superuser URL; `scripts/pg-test-server`
+//! starts one and prints it). Postgres tests fail when it is unset, so a
+//! CI run without a server cannot pass by skipping them.
+
+use sqlx::Connection;
+use sqlx::PgConnection;
+
+/// The variable naming the test server.
+pub const PG_URL_VAR: &str = "RDV_TEST_POSTGRES_URL";
+
+/// The admin URL; panics with the way to get one when unset.
+pub fn pg_admin_url() -> String {
+    std::env::var(PG_URL_VAR).unwrap_or_else(|_| {
+        panic!("{PG_URL_VAR} is unset: Postgres tests need a server (scripts/pg-test-server prints a URL)")
+    })
+}
+
+/// A database created for one test; drop it with [`PgTestDb::drop_db`].
+#[derive(Debug, Clone)]
+pub struct PgTestDb {
+    /// The URL of the new database.
+    pub url: String,
+    admin: String,
+    name: String,
+}
+
+impl PgTestDb {
+    /// Creates `<prefix>_<16 hex digits>` on the test server.
+    pub async fn create(prefix: &str) -> Result<Self, sqlx::Error> {
+        let admin = pg_admin_url();
+        let mut r = [0u8; 8];
+        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut r);
+        let name = format!(
+            "{prefix}_{}",
+            r.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        );
+        let mut c = PgConnection::connect(&admin).await?;
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut c)
+            .await?;
+        c.close().await?;
+        let base = admin.rsplit_once('/').map_or(admin.as_str(), |(b, _)| b);
+        Ok(Self {
+            url: format!("{base}/{name}"),
+            admin,
+            name,
+        })
+    }
+
+    /// Drops the database, closing what is still connected to it.
+    pub async fn drop_db(self) -> Result<(), sqlx::Error> {
+        let mut c = PgConnection::connect(&self.admin).await?;
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .execute(&mut c)
+        .await?;
+        c.close().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn creates_a_usable_database_and_drops_it() {
+        let db = PgTestDb::create("rdv_kit_test").await.unwrap();
+        let mut c = PgConnection::connect(&db.url).await.unwrap();
+        sqlx::query("CREATE TABLE t (x int)")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        let name = db.name.clone();
+        // Dropped even with a connection still open.
+        db.drop_db().await.unwrap();
+        let mut a = PgConnection::connect(&pg_admin_url()).await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname = $1")
+            .bind(&name)
+            .fetch_one(&mut a)
+            .await
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+}
