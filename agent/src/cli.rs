@@ -32,6 +32,10 @@ pub enum Command {
     /// a message, or print a topic's messages one JSON object per line.
     #[command(subcommand)]
     Bridge(crate::bridge_cmd::BridgeCommand),
+    /// Try a probe gateway (SPEC §5.2.1, §5.2.2): prove your mailbox, read
+    /// the probes and invites that reach it, ask whether someone's mailbox
+    /// has an agent, answer, confirm, invite. Prints JSON.
+    Gateway(crate::gateway_cmd::GatewayArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,5 +9,6 @@ pub mod cli;
 pub mod conformance;
 pub mod directory_cmd;
 pub mod error;
+pub mod gateway_cmd;
 
 pub use error::{Error, Result};

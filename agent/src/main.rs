@@ -22,6 +22,10 @@ fn main() -> ExitCode {
             &cmd,
             &mut std::io::stdout().lock(),
         )),
+        Command::Gateway(args) => report(rdv_agent::gateway_cmd::run(
+            &args,
+            &mut std::io::stdout().lock(),
+        )),
     }
 }
 

@@ -4,8 +4,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -22,6 +20,10 @@ pub struct Config {
     pub max_db_connections: u32,
     /// Default `<data_dir>/oprf-keys.json`.
     pub key_file: Option<PathBuf>,
+    /// Seconds (service clock) between re-reads of the key file, so a
+    /// rotation reaches every process sharing it without a restart; 0
+    /// turns it off (SIGHUP still reloads).
+    pub key_reload_secs: u64,
     /// Bucket prefix length in hex digits (1–8), sized so each bucket holds
     /// many listings: 16^len buckets.
     pub bucket_hex_len: u32,
@@ -94,6 +96,7 @@ impl Default for Config {
             database: None,
             max_db_connections: 16,
             key_file: None,
+            key_reload_secs: 60,
             bucket_hex_len: 2,
             pad_to: 16,
             max_per_bucket: 1024,
@@ -112,34 +115,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Defaults, then the TOML file (if any), then the environment.
+    /// Defaults, then the TOML file (if any), then `RDV_DIRECTORY_*`
+    /// (`RDV_DIRECTORY_CONFIG` names the file, it is not a key).
     pub fn load(file: Option<&std::path::Path>) -> Result<Self> {
-        let mut f = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(p) = file {
-            if !p.exists() {
-                return Err(Error::Config(format!("{} does not exist", p.display())));
-            }
-            f = f.merge(Toml::file(p));
-        }
-        let c: Config = f
-            // RDV_DIRECTORY_CONFIG names the file itself (`--config`), not a key.
-            .merge(
-                Env::prefixed("RDV_DIRECTORY_")
-                    .ignore(&["CONFIG"])
-                    .split("__"),
-            )
-            .extract()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let c: Config = rdv_service_kit::config::load(&Config::default(), file, "RDV_DIRECTORY_")
+            .map_err(|e| Error::Config(e.0))?;
         c.check()?;
         Ok(c)
     }
 
     /// Parses TOML text alone (tests, sample configs).
     pub fn from_toml(text: &str) -> Result<Self> {
-        let c: Config = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::string(text))
-            .extract()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let c: Config = rdv_service_kit::config::from_toml(&Config::default(), text)
+            .map_err(|e| Error::Config(e.0))?;
         c.check()?;
         Ok(c)
     }

@@ -6,7 +6,8 @@
 //! only outcomes and counts.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -33,11 +34,9 @@ use rdv_proto::consts::{
 use rdv_proto::encoding::{base32, base64, base64_decode, is_hash};
 use rdv_proto::time::format_time;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use serde_json::value::RawValue;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 
 use crate::clock::Clock;
@@ -54,7 +53,12 @@ pub struct AppState {
 
 struct Inner {
     cfg: Config,
-    keys: KeyRing,
+    keys: RwLock<KeyRing>,
+    /// The key file reloaded every `key_reload_secs` and on SIGHUP
+    /// (`cfg.key_file`).
+    key_source: Option<PathBuf>,
+    /// Unix second of the next due reload.
+    next_reload: Mutex<i64>,
     store: Store,
     clock: Arc<dyn Clock>,
     limiter: Limiter,
@@ -62,12 +66,20 @@ struct Inner {
 }
 
 impl AppState {
+    /// `keys` is the ring to start with; if `cfg.key_file` is set and
+    /// `cfg.key_reload_secs` is not 0, that file is read again whenever that
+    /// many seconds of the service clock have passed, so every process
+    /// sharing the file learns of a rotation without a restart (§4.5).
     pub fn new(cfg: Config, keys: KeyRing, store: Store, clock: Arc<dyn Clock>) -> Self {
         let limiter = Limiter::new(&cfg.limits, clock.clone());
+        let key_source = cfg.key_file.clone();
+        let next_reload = clock.now().unix_timestamp() + reload_secs(&cfg);
         Self {
             inner: Arc::new(Inner {
                 cfg,
-                keys,
+                keys: RwLock::new(keys),
+                key_source,
+                next_reload: Mutex::new(next_reload),
                 store,
                 clock,
                 limiter,
@@ -80,8 +92,60 @@ impl AppState {
         &self.inner.store
     }
 
-    pub fn keys(&self) -> &KeyRing {
-        &self.inner.keys
+    /// The key ring now, reloading the key file first when a reload is due
+    /// on the service clock.
+    pub fn keys(&self) -> KeyRing {
+        if self.inner.key_source.is_some() && self.inner.cfg.key_reload_secs > 0 {
+            let now = self.now().unix_timestamp();
+            // One request reloads; the others go on with the current ring.
+            let due = match self.inner.next_reload.try_lock() {
+                Ok(mut next) if now >= *next => {
+                    *next = now + reload_secs(&self.inner.cfg);
+                    true
+                }
+                _ => false,
+            };
+            if due {
+                let _ = self.reload_keys();
+            }
+        }
+        self.current_keys()
+    }
+
+    fn current_keys(&self) -> KeyRing {
+        match self.inner.keys.read() {
+            Ok(k) => k.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Reads the key file again now (the periodic reload and SIGHUP). A
+    /// file that does not load leaves the current keys in place. Returns
+    /// whether the set of keys or their windows changed.
+    pub fn reload_keys(&self) -> crate::Result<bool> {
+        let Some(path) = &self.inner.key_source else {
+            return Ok(false);
+        };
+        let fresh = match KeyRing::load(path) {
+            Ok(k) => k,
+            Err(e) => {
+                metrics::counter!("rdv_directory_key_reload_failures_total").increment(1);
+                tracing::warn!(error = %e, "key reload failed; keeping the current keys");
+                return Err(e);
+            }
+        };
+        let changed = fresh.schedule() != self.current_keys().schedule();
+        if changed {
+            tracing::info!(
+                keys = fresh.all().len(),
+                "key file reloaded; the key set changed"
+            );
+        }
+        match self.inner.keys.write() {
+            Ok(mut k) => *k = fresh,
+            Err(p) => *p.into_inner() = fresh,
+        }
+        Ok(changed)
     }
 
     pub fn limiter(&self) -> &Limiter {
@@ -91,6 +155,10 @@ impl AppState {
     pub fn now(&self) -> time::OffsetDateTime {
         self.inner.clock.now()
     }
+}
+
+fn reload_secs(cfg: &Config) -> i64 {
+    i64::try_from(cfg.key_reload_secs.max(1)).unwrap_or(i64::MAX / 2)
 }
 
 /// The process-wide Prometheus recorder (installed once).
@@ -150,41 +218,6 @@ impl IntoResponse for Refusal {
         }
         r
     }
-}
-
-/// Every refusal in the API's JSON shape: an error response from a layer or
-/// from axum itself (413 body limit, 408 timeout, 404, 405, an extractor's
-/// rejection) is rewritten as `{error, message}` with a stable code. Its
-/// headers (`Allow`, `Retry-After`) are kept; its plain-text body is not
-/// echoed, as it may quote the request.
-async fn json_refusals(r: Response) -> Response {
-    let status = r.status();
-    let is_json = r
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return r;
-    }
-    let (code, message) = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => ("too_large", "the request body is too large"),
-        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
-        StatusCode::NOT_FOUND => ("not_found", "no such endpoint"),
-        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported_media_type", "send application/json"),
-        StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
-        s if s.is_server_error() => ("internal", "internal error"),
-        _ => ("malformed", "the request is malformed"),
-    };
-    let (parts, _) = r.into_parts();
-    let mut fresh = Refusal::new(status, code, message).into_response();
-    for (name, value) in &parts.headers {
-        if name != header::CONTENT_LENGTH && name != header::CONTENT_TYPE {
-            fresh.headers_mut().append(name.clone(), value.clone());
-        }
-    }
-    fresh
 }
 
 type Answer<T> = Result<Json<T>, Refusal>;
@@ -257,8 +290,12 @@ fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
         .map_err(|e| Refusal::bad("malformed", format!("malformed body: {e}")))
 }
 
-fn usable_key<'a>(state: &'a AppState, id: &str) -> Result<&'a crate::keys::LoadedKey, Refusal> {
-    state.inner.keys.get(id, state.now()).ok_or_else(|| {
+fn usable_key<'a>(
+    ring: &'a KeyRing,
+    id: &str,
+    now: time::OffsetDateTime,
+) -> Result<&'a crate::keys::LoadedKey, Refusal> {
+    ring.get(id, now).ok_or_else(|| {
         Refusal::bad(
             "unknown_key",
             "key_id is not a key this directory lists now",
@@ -269,22 +306,12 @@ fn usable_key<'a>(state: &'a AppState, id: &str) -> Result<&'a crate::keys::Load
 /// The router; `state` carries config, keys, store, clock and limiters.
 pub fn app(state: AppState) -> Router {
     let cfg = &state.inner.cfg;
-    let cors = {
-        let c = CorsLayer::new()
-            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
-            .allow_headers([header::CONTENT_TYPE])
-            .expose_headers([header::RETRY_AFTER]);
-        if cfg.cors_origins.iter().any(|o| o == "*") {
-            c.allow_origin(Any)
-        } else {
-            let list: Vec<HeaderValue> = cfg
-                .cors_origins
-                .iter()
-                .filter_map(|o| HeaderValue::from_str(o).ok())
-                .collect();
-            c.allow_origin(AllowOrigin::list(list))
-        }
-    };
+    let cors = rdv_service_kit::http::cors(
+        &cfg.cors_origins,
+        vec![Method::GET, Method::POST, Method::PUT, Method::DELETE],
+        vec![header::CONTENT_TYPE],
+    )
+    .expose_headers([header::RETRY_AFTER]);
     let body_limit = cfg.max_body_bytes;
     let timeout = Duration::from_secs(cfg.request_timeout_secs);
     Router::new()
@@ -307,19 +334,12 @@ pub fn app(state: AppState) -> Router {
         ))
         // Outside the body limit and the timeout, so their refusals (and
         // axum's own 404/405) get the JSON error shape too.
-        .layer(axum::middleware::map_response(json_refusals))
+        .layer(axum::middleware::map_response(
+            rdv_service_kit::http::json_refusals,
+        ))
         .layer(cors)
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-                // The matched route, never the path: it would carry a lookup_id.
-                let route = req
-                    .extensions()
-                    .get::<axum::extract::MatchedPath>()
-                    .map_or("-", |m| m.as_str())
-                    .to_string();
-                tracing::debug_span!("request", method = %req.method(), route)
-            }),
-        )
+        // The matched route, never the path: it would carry a lookup_id.
+        .layer(rdv_service_kit::http::trace_layer())
         .with_state(state)
 }
 
@@ -331,13 +351,7 @@ async fn keys(State(s): State<AppState>) -> Response {
         Ok(Json(KeysResponse {
             suite: DIR_OPRF_SUITE.into(),
             mode: DIR_OPRF_MODE.into(),
-            keys: s
-                .inner
-                .keys
-                .usable(now)
-                .into_iter()
-                .map(|k| k.info())
-                .collect(),
+            keys: s.keys().usable(now).into_iter().map(|k| k.info()).collect(),
         })),
     )
 }
@@ -378,7 +392,8 @@ async fn evaluate_inner(s: &AppState, ip: IpAddr, body: &[u8]) -> Answer<Evaluat
             format!("blinded must hold 1 to {max} elements"),
         ));
     }
-    let key = usable_key(s, &req.key_id)?;
+    let ring = s.keys();
+    let key = usable_key(&ring, &req.key_id, s.now())?;
     let b64_len = ELEMENT_LEN.div_ceil(3) * 4;
     let mut elems = Vec::with_capacity(req.blinded.len());
     for b in &req.blinded {
@@ -393,16 +408,10 @@ async fn evaluate_inner(s: &AppState, ip: IpAddr, body: &[u8]) -> Answer<Evaluat
     }
     limit(s, Kind::Evaluate, ip, elems.len() as u32)?;
     let id = key.id.clone();
-    let s2 = s.clone();
+    let ring2 = ring.clone();
     let n = elems.len();
     let res = tokio::task::spawn_blocking(move || {
-        let key = s2
-            .inner
-            .keys
-            .all()
-            .iter()
-            .find(|k| k.id == id)
-            .map(|k| &k.key);
+        let key = ring2.all().iter().find(|k| k.id == id).map(|k| &k.key);
         let refs: Vec<&[u8]> = elems.iter().map(Vec::as_slice).collect();
         key.map(|k| k.evaluate_batch(&refs, &mut OsRng))
     })
@@ -433,7 +442,22 @@ async fn lookup(State(s): State<AppState>, ip: ClientIp, body: Bytes) -> Respons
     finish("lookup", lookup_inner(&s, ip.0, &body).await)
 }
 
-async fn lookup_inner(s: &AppState, ip: IpAddr, body: &[u8]) -> Answer<LookupResponse> {
+/// The lookup answer as sent: [`LookupResponse`]'s shape, with listings
+/// passed through as the stored canonical JSON instead of being parsed and
+/// serialized again (most of an answer's bytes).
+#[derive(serde::Serialize)]
+struct RawLookup {
+    key_id: String,
+    buckets: Vec<RawBucket>,
+}
+
+#[derive(serde::Serialize)]
+struct RawBucket {
+    prefix: String,
+    listings: Vec<Box<RawValue>>,
+}
+
+async fn lookup_inner(s: &AppState, ip: IpAddr, body: &[u8]) -> Answer<RawLookup> {
     let req: LookupRequest = parse_json(body)?;
     let cfg = &s.inner.cfg;
     if req.buckets.is_empty() || req.buckets.len() > cfg.max_buckets as usize {
@@ -449,7 +473,8 @@ async fn lookup_inner(s: &AppState, ip: IpAddr, body: &[u8]) -> Answer<LookupRes
             format!("each bucket is {hex_len} lowercase hex digits"),
         ));
     }
-    let key = usable_key(s, &req.key_id)?;
+    let ring = s.keys();
+    let key = usable_key(&ring, &req.key_id, s.now())?;
     limit(s, Kind::Lookup, ip, req.buckets.len() as u32)?;
     let now = s.now();
     let mut out = Vec::with_capacity(req.buckets.len());
@@ -460,60 +485,84 @@ async fn lookup_inner(s: &AppState, ip: IpAddr, body: &[u8]) -> Answer<LookupRes
             .bucket(&key.id, prefix, now.unix_timestamp(), cfg.max_per_bucket)
             .await
             .map_err(Refusal::internal)?;
-        let mut listings: Vec<Value> = Vec::with_capacity(docs.len());
+        let mut listings: Vec<Box<RawValue>> = Vec::with_capacity(docs.len());
         for d in docs {
-            listings.push(serde_json::from_str(&d).map_err(Refusal::internal)?);
+            listings.push(RawValue::from_string(d).map_err(Refusal::internal)?);
         }
         let pad = cfg.pad_to as usize;
         let target = listings.len().div_ceil(pad).max(1) * pad;
+        let mut rng = DecoyRng::new(target - listings.len());
         while listings.len() < target {
-            listings.push(decoy(&key.id, prefix, now));
+            listings.push(
+                RawValue::from_string(decoy(&key.id, prefix, now, &mut rng))
+                    .map_err(Refusal::internal)?,
+            );
         }
         // Decoys and listings are not told apart by position.
         shuffle(&mut listings);
-        out.push(Bucket {
+        out.push(RawBucket {
             prefix: prefix.clone(),
             listings,
         });
     }
-    Ok(Json(LookupResponse {
+    Ok(Json(RawLookup {
         key_id: req.key_id,
         buckets: out,
     }))
 }
 
-/// A decoy shaped like a one-block listing: random lookup_id under the
-/// prefix, random agent, sealed bytes and signature. It matches nobody.
-fn decoy(key_id: &str, prefix: &str, now: time::OffsetDateTime) -> Value {
-    let mut rnd = [0u8; 32];
-    OsRng.fill_bytes(&mut rnd);
-    let mut lookup_id = prefix.to_string();
-    lookup_id.push_str(&hex::encode(rnd)[prefix.len()..]);
-    OsRng.fill_bytes(&mut rnd);
-    let mut agent = String::from("rdv1:");
-    agent.push_str(&base32(&rnd));
-    let mut sealed = vec![0u8; SEALED_MIN_RAW];
-    OsRng.fill_bytes(&mut sealed);
-    let mut sig = [0u8; 64];
-    OsRng.fill_bytes(&mut sig);
-    let day = (OsRng.next_u32() % 30) as i64;
-    let updated = now
-        - time::Duration::days(day)
-        - time::Duration::seconds(i64::from(OsRng.next_u32() % 86_400));
-    json!({
-        "v": 1,
-        "type": DIR_LISTING_TYPE,
-        "agent": agent,
-        "key_id": key_id,
-        "lookup_id": lookup_id,
-        "sealed": base64(&sealed),
-        "updated": format_time(updated),
-        "expires": format_time(updated + time::Duration::days(30)),
-        "sig": base64(&sig),
-    })
+/// Random bytes for a response's decoys, drawn from the OS in one call.
+struct DecoyRng {
+    buf: Vec<u8>,
+    at: usize,
 }
 
-fn shuffle(v: &mut [Value]) {
+/// Bytes one decoy draws: lookup_id, agent, sealed card, signature, age.
+const DECOY_BYTES: usize = 32 + 32 + SEALED_MIN_RAW + 64 + 8;
+
+impl DecoyRng {
+    fn new(decoys: usize) -> Self {
+        let mut buf = vec![0u8; decoys * DECOY_BYTES];
+        OsRng.fill_bytes(&mut buf);
+        Self { buf, at: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> &[u8] {
+        if self.at + n > self.buf.len() {
+            // Never reached (sized by `new`), but never reuse bytes.
+            self.buf = vec![0u8; n.max(DECOY_BYTES)];
+            OsRng.fill_bytes(&mut self.buf);
+            self.at = 0;
+        }
+        let s = &self.buf[self.at..self.at + n];
+        self.at += n;
+        s
+    }
+}
+
+/// A decoy shaped like a one-block listing, as canonical JSON (the stored
+/// listings' form, members in the same order): random lookup_id under the
+/// prefix, random agent, sealed bytes and signature. It matches nobody.
+fn decoy(key_id: &str, prefix: &str, now: time::OffsetDateTime, rng: &mut DecoyRng) -> String {
+    let mut lookup_id = prefix.to_string();
+    lookup_id.push_str(&hex::encode(rng.take(32))[prefix.len()..]);
+    let agent = format!("rdv1:{}", base32(rng.take(32)));
+    let sealed = base64(rng.take(SEALED_MIN_RAW));
+    let sig = base64(rng.take(64));
+    let r = rng.take(8);
+    let day = i64::from(r[0] % 30);
+    let secs = i64::from(u32::from_be_bytes([0, r[1], r[2], r[3]]) % 86_400);
+    let updated = now - time::Duration::days(day) - time::Duration::seconds(secs);
+    let expires = updated + time::Duration::days(30);
+    format!(
+        "{{\"agent\":\"{agent}\",\"expires\":\"{}\",\"key_id\":\"{key_id}\",\"lookup_id\":\"{lookup_id}\",\
+         \"sealed\":\"{sealed}\",\"sig\":\"{sig}\",\"type\":\"{DIR_LISTING_TYPE}\",\"updated\":\"{}\",\"v\":1}}",
+        format_time(expires),
+        format_time(updated),
+    )
+}
+
+fn shuffle<T>(v: &mut [T]) {
     for i in (1..v.len()).rev() {
         let j = (OsRng.next_u64() % (i as u64 + 1)) as usize;
         v.swap(i, j);
@@ -584,7 +633,7 @@ async fn put_inner(
             "the document is for another lookup_id",
         ));
     }
-    usable_key(s, &l.key_id)?;
+    usable_key(&s.keys(), &l.key_id, now)?;
     let cfg = &s.inner.cfg;
     let bounds = Bounds {
         max_claims_per_lookup_id: cfg.max_claims_per_lookup_id,
@@ -703,9 +752,7 @@ async fn openapi() -> Response {
 
 async fn healthz(State(s): State<AppState>) -> Response {
     match s.inner.store.stats().await {
-        Ok(_) if !s.inner.keys.usable(s.now()).is_empty() => {
-            (StatusCode::OK, "ok\n").into_response()
-        }
+        Ok(_) if !s.keys().usable(s.now()).is_empty() => (StatusCode::OK, "ok\n").into_response(),
         Ok(_) => Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "no_usable_key",
@@ -734,5 +781,56 @@ async fn metrics_text(State(s): State<AppState>, _h: HeaderMap) -> Response {
             "metrics recorder unavailable",
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A decoy is what a stored listing looks like on the wire: canonical
+    /// JSON with a listing's members, its lookup_id under the prefix, a
+    /// one-block sealed card; and two decoys share no random field.
+    #[test]
+    fn decoys_are_shaped_like_listings() {
+        let now = rdv_proto::time::parse_time("t", "2026-10-08T00:00:00Z").unwrap();
+        let key_id = "a".repeat(64);
+        let mut rng = DecoyRng::new(2);
+        let (d1, d2) = (
+            decoy(&key_id, "3f", now, &mut rng),
+            decoy(&key_id, "3f", now, &mut rng),
+        );
+        for d in [&d1, &d2] {
+            let v = rdv_proto::canon::parse_str(d, DIR_LISTING_MAX_BYTES).unwrap();
+            assert_eq!(&rdv_proto::canon::to_string(&v).unwrap(), d, "canonical");
+            let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(
+                keys,
+                [
+                    "agent",
+                    "expires",
+                    "key_id",
+                    "lookup_id",
+                    "sealed",
+                    "sig",
+                    "type",
+                    "updated",
+                    "v"
+                ]
+            );
+            let lookup_id = v["lookup_id"].as_str().unwrap();
+            assert!(is_hash(lookup_id) && lookup_id.starts_with("3f"));
+            let sealed = base64_decode(v["sealed"].as_str().unwrap()).unwrap();
+            assert_eq!(sealed.len(), SEALED_MIN_RAW);
+            assert!(Listing::parse_signed(&v).is_err(), "a decoy never verifies");
+        }
+        let (v1, v2): (serde_json::Value, serde_json::Value) = (
+            serde_json::from_str(&d1).unwrap(),
+            serde_json::from_str(&d2).unwrap(),
+        );
+        for f in ["agent", "lookup_id", "sealed", "sig"] {
+            assert_ne!(v1[f], v2[f], "{f} repeated");
+        }
     }
 }

@@ -123,6 +123,14 @@ impl KeyRing {
     pub fn all(&self) -> &[LoadedKey] {
         &self.keys
     }
+
+    /// Key ids and windows, to tell whether a reload changed anything.
+    pub fn schedule(&self) -> Vec<(String, OffsetDateTime, Option<OffsetDateTime>)> {
+        self.keys
+            .iter()
+            .map(|k| (k.id.clone(), k.not_before, k.not_after))
+            .collect()
+    }
 }
 
 /// A new key file with one key valid from `now`.
@@ -145,7 +153,23 @@ pub fn rotate(
     grace: time::Duration,
     rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<()> {
-    let end = format_time(now + grace);
+    rotate_at(file, now, now, grace, rng)
+}
+
+/// Rotation that takes effect at `start` (not before `now`): the new key
+/// starts then and every key without an end ends at `start + grace`. With
+/// several processes reloading the file every `key_reload_secs`, a `start`
+/// at least that far ahead lets all of them hold the new key before any
+/// lists it (§4.5). Keys ended before `now` are dropped from the file.
+pub fn rotate_at(
+    file: &mut KeyFile,
+    now: OffsetDateTime,
+    start: OffsetDateTime,
+    grace: time::Duration,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<()> {
+    let start = start.max(now);
+    let end = format_time(start + grace);
     let mut kept = Vec::new();
     for mut e in file.keys.drain(..) {
         match &e.not_after {
@@ -161,7 +185,7 @@ pub fn rotate(
             }
         }
     }
-    kept.extend(keygen(now, rng).keys);
+    kept.extend(keygen(start, rng).keys);
     file.keys = kept;
     Ok(())
 }

@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use rdv_directory::clock::{Clock, SystemClock};
 use rdv_directory::config::Config;
 use rdv_directory::{keys, server, store::Store};
+use rdv_service_kit::telemetry::LogFormat;
 
 /// The Rendezvous discovery directory (SPEC §4.5): RFC 9497 VOPRF blinded
 /// lookups of sealed, signed listings. See docs/directory.md.
@@ -33,12 +34,6 @@ struct Cli {
     cmd: Cmd,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve the API; prints the bound address ("listening on http://…").
@@ -51,40 +46,39 @@ enum Cmd {
     Keygen,
     /// Add a new key; current keys stay listed for the grace period, after
     /// which their listings stop resolving (agents re-publish under the new
-    /// key). Restart the servers to load it.
+    /// key). Running servers reload the key file every `key_reload_secs`
+    /// (and on SIGHUP): no restart.
     Rotate {
         /// How long the old key stays usable, e.g. 14d, 48h.
         #[arg(long, default_value = "14d")]
         grace: String,
+        /// When the new key takes effect, e.g. 2m: with several servers
+        /// sharing the key file, at least `key_reload_secs`, so every one
+        /// holds the new key before any lists it.
+        #[arg(long, default_value = "0s")]
+        activate_in: String,
     },
     /// Print listing counts per key, distinct agents and tombstones.
     Stats,
 }
 
 fn grace_secs(s: &str) -> anyhow::Result<i64> {
-    let (n, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: i64 = n.parse().context("grace is <n><s|m|h|d>")?;
+    let cut = s.char_indices().last().map_or(0, |(i, _)| i);
+    let (n, unit) = s.split_at(cut);
+    let n: u32 = n.parse().context("durations are <n><s|m|h|d>, e.g. 14d")?;
     let mult = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => bail!("grace is <n><s|m|h|d>"),
+        _ => bail!("durations are <n><s|m|h|d>, e.g. 14d"),
     };
-    Ok(n * mult)
+    Ok(i64::from(n) * mult)
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let sub = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Text => sub.init(),
-        LogFormat::Json => sub.json().init(),
-    }
+    rdv_service_kit::telemetry::init(cli.log_format, "info");
     let mut cfg = Config::load(cli.config.as_deref())?;
     if let Some(d) = cli.data_dir {
         cfg.data_dir = d;
@@ -119,14 +113,16 @@ fn main() -> anyhow::Result<()> {
                 println!("created key {} in {}", k.id, path.display());
             }
         }
-        Cmd::Rotate { grace } => {
+        Cmd::Rotate { grace, activate_in } => {
             let path = cfg.key_path();
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
             let mut file: keys::KeyFile = serde_json::from_str(&text)?;
-            keys::rotate(
+            let now = clock.now();
+            keys::rotate_at(
                 &mut file,
-                clock.now(),
+                now,
+                now + time::Duration::seconds(grace_secs(&activate_in)?),
                 time::Duration::seconds(grace_secs(&grace)?),
                 &mut rand_core::OsRng,
             )?;
@@ -140,7 +136,10 @@ fn main() -> anyhow::Result<()> {
                     k.not_after.map_or("-".into(), rdv_proto::time::format_time)
                 );
             }
-            println!("restart the directory processes to load the new key");
+            println!(
+                "running directory processes load the new key within key_reload_secs ({}s), or at once on SIGHUP",
+                cfg.key_reload_secs
+            );
         }
         Cmd::Stats => {
             let st = rt.block_on(async {

@@ -57,7 +57,8 @@ pub async fn start(
             tokio::select! {
                 _ = tick.tick() => {
                     let now = ps.now();
-                    let usable: Vec<String> = ps.keys().usable(now).iter().map(|k| k.id.clone()).collect();
+                    let ring = ps.keys();
+                    let usable: Vec<String> = ring.usable(now).iter().map(|k| k.id.clone()).collect();
                     match ps.store().purge(now.unix_timestamp(), &usable).await {
                         Ok(n) => tracing::debug!(rows = n, "purged"),
                         Err(e) => tracing::warn!(error = %e, "purge failed"),
@@ -86,34 +87,36 @@ pub async fn start(
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+pub use rdv_service_kit::shutdown::signal;
+
+/// Reloads the key file on each SIGHUP, until the server stops.
+#[cfg(unix)]
+fn reload_on_sighup(state: AppState) {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(mut hup) => {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    if let Ok(changed) = state.reload_keys() {
+                        tracing::info!(changed, "SIGHUP: key file reloaded");
+                    }
+                }
+            });
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP"),
     }
 }
 
 /// `rdv-directory serve`: run until a signal, then drain and exit.
-pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<()> {
+pub async fn serve(mut cfg: Config, clock: Arc<dyn Clock>) -> Result<()> {
     std::fs::create_dir_all(&cfg.data_dir)?;
+    // The file the keys came from is the one reloaded.
+    cfg.key_file = Some(cfg.key_path());
     let keys = KeyRing::load(&cfg.key_path())?;
     let store = Store::connect(&cfg.database_url(), cfg.max_db_connections).await?;
     let running = start(cfg, keys, store.clone(), clock).await?;
+    #[cfg(unix)]
+    reload_on_sighup(running.state.clone());
     // The bound address goes to stdout so scripts can read it (port 0).
     println!("listening on http://{}", running.addr);
     tracing::info!(addr = %running.addr, "listening");

@@ -8,7 +8,6 @@
 
 use rdv_directory_client::listing::{Listing, Removal};
 use rdv_proto::consts::{DIR_LISTING_MAX_LIFETIME_SECS, DIR_MAX_AHEAD_SECS};
-use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 
 use crate::error::Result;
@@ -63,6 +62,22 @@ pub struct Stats {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
+    /// Postgres: publishes take advisory locks (see [`Store::put`]).
+    postgres: bool,
+}
+
+/// Advisory-lock classes (the first of the two `int4` keys), so the claim
+/// locks share no key with each other or, likely, with another application
+/// on the same database. "rd" ‖ 1 and "rd" ‖ 2.
+const LOCK_LOOKUP_ID: i32 = 0x7264_0001;
+const LOCK_AGENT: i32 = 0x7264_0002;
+
+/// The second advisory-lock key: 32 bits of SHA-256 of `value`. Distinct
+/// values may share a key; that only serializes their publishes.
+fn lock_key(value: &str) -> i32 {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(value.as_bytes());
+    i32::from_be_bytes([h[0], h[1], h[2], h[3]])
 }
 
 /// The first 32 bits of a hex `lookup_id`.
@@ -81,24 +96,12 @@ pub fn bucket_range(prefix: &str) -> (i64, i64) {
 impl Store {
     /// Connects (creating a SQLite file if needed) and runs the migrations.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
-        install_default_drivers();
-        let sqlite = url.starts_with("sqlite:");
-        let pool = AnyPoolOptions::new()
-            .max_connections(if sqlite {
-                max_connections.min(4)
-            } else {
-                max_connections
-            })
-            .connect(url)
-            .await?;
-        if sqlite {
-            // WAL lets lookups read while a publish writes.
-            sqlx::query("PRAGMA journal_mode=WAL")
-                .execute(&pool)
-                .await?;
-        }
-        MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        let sqlite = rdv_service_kit::db::is_sqlite(url);
+        let pool = rdv_service_kit::db::connect(url, max_connections, &MIGRATOR).await?;
+        Ok(Self {
+            pool,
+            postgres: !sqlite,
+        })
     }
 
     pub async fn close(&self) {
@@ -107,12 +110,29 @@ impl Store {
 
     /// Stores or replaces `l` at `now` (unix seconds), atomically: only a
     /// later `updated` than the held listing and any removal wins.
+    ///
+    /// The claim bounds hold under concurrent publishes (§4.5): what is
+    /// counted is locked first. On Postgres the transaction takes two
+    /// advisory locks, on the lookup_id and then on the agent, always in
+    /// that order (so two publishes never wait on each other in a cycle),
+    /// and READ COMMITTED lets the counts after them see every publish
+    /// that held them before. On SQLite the first statement is a write, so
+    /// the transaction holds the database's one write lock from its start.
     pub async fn put(&self, l: &Listing, now: i64, bounds: Bounds) -> Result<PutOutcome> {
         let updated = l.updated.unix_timestamp();
         let expires = l.expires.unix_timestamp();
         let agent = l.agent.as_str();
         let doc = rdv_proto::canon::to_string(&l.doc).map_err(rdv_directory_client::Error::from)?;
         let mut tx = self.pool.begin().await?;
+        if self.postgres {
+            for (class, value) in [(LOCK_LOOKUP_ID, l.lookup_id.as_str()), (LOCK_AGENT, agent)] {
+                sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+                    .bind(class)
+                    .bind(lock_key(value))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
         // A write first: SQLite takes its write lock here, not mid-transaction.
         sqlx::query("DELETE FROM listings WHERE lookup_id = $1 AND expires <= $2")
             .bind(&l.lookup_id)

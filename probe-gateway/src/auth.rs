@@ -4,7 +4,8 @@
 //!
 //! Two modes. *Trusted* reads the topmost RFC 8601 header written by a
 //! configured authserv-id and ignores every other instance, forged ones
-//! included. *Verify* checks DKIM, SPF (from the SMTP session) and DMARC
+//! included. *Verify* checks DKIM, SPF (from the SMTP session, or for mail
+//! pushed over HTTP the trusted `Received` hop, `received`) and DMARC
 //! itself with `mail-auth` over a hickory resolver; a DNS failure or the
 //! overall timeout is a temperror, which never earns a pass.
 
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::gate::header_all;
-use crate::verdict::{AuthSource, AuthVerdicts, Verdict};
+use crate::verdict::{AuthSource, AuthVerdicts, SpfSource, Verdict};
 
 /// What the SMTP session told us, for SPF (RFC 7208 §2.4: MAIL FROM, or
 /// the HELO identity when MAIL FROM is null).
@@ -199,6 +200,7 @@ impl Ar {
             spf,
             dmarc,
             arc,
+            spf_source: None,
         }
     }
 }
@@ -276,6 +278,7 @@ impl Verifier {
                 },
                 dmarc: Verdict::TempError,
                 arc: None,
+                spf_source: Some(spf_source(session)),
             },
         }
     }
@@ -287,7 +290,10 @@ impl Verifier {
         session: Option<&SmtpSession>,
     ) -> AuthVerdicts {
         let Some(msg) = AuthenticatedMessage::parse(raw) else {
-            return AuthVerdicts::none(AuthSource::Verified);
+            return AuthVerdicts {
+                spf_source: Some(SpfSource::None),
+                ..AuthVerdicts::none(AuthSource::Verified)
+            };
         };
         let dkim_out = self.auth.verify_dkim(&msg).await;
         let dkim = combine(dkim_out.iter().map(|o| dkim_verdict(o.result())));
@@ -359,7 +365,18 @@ impl Verifier {
             spf,
             dmarc,
             arc,
+            spf_source: Some(spf_source(session)),
         }
+    }
+}
+
+/// A session checked here came from the SMTP listener unless the caller
+/// says otherwise (`http` marks a `Received` one).
+fn spf_source(session: Option<&SmtpSession>) -> SpfSource {
+    if session.is_some() {
+        SpfSource::Session
+    } else {
+        SpfSource::None
     }
 }
 

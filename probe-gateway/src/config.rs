@@ -1,13 +1,12 @@
 //! Service configuration: defaults, then a TOML file, then `RDV_GATEWAY_*`
 //! environment overrides (nested keys with `__`, e.g.
 //! `RDV_GATEWAY_LIMITS__PER_SENDER__MAX`). Secrets are never in here: the
-//! master secret is read from `master_secret_file`.
+//! master secret is read from `master_secret_file`, the address key from
+//! `address_key_file`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthMode;
@@ -48,8 +47,19 @@ pub struct Config {
     /// (RFC 3339); it stays valid for one probe lifetime.
     pub previous_master_secret_file: Option<PathBuf>,
     pub previous_retired_at: Option<String>,
+    /// Hex file (64+ digits) of the address key that keys opt-outs and
+    /// per-address limits (§5.2.2); default `<data_dir>/address-key`,
+    /// created on first start. Never rotate it: it would forget every
+    /// opt-out.
+    pub address_key_file: Option<PathBuf>,
+    /// What the SMTP listener answers to a gate refusal (§5.2.1 "Silence").
+    pub smtp_refusals: SmtpRefusals,
     /// Trusted (Authentication-Results from these authserv-ids) or verify.
     pub auth: AuthMode,
+    /// Verify mode, mail pushed over HTTP: the integrator's MTA host
+    /// names whose topmost `Received:` gives SPF its session (RFC 5321
+    /// §4.4); empty (the default) turns this off.
+    pub trusted_received_by: Vec<String>,
     /// Verify mode: nameservers (the system's when empty).
     pub nameservers: Vec<SocketAddr>,
     pub dns_query_timeout_secs: u64,
@@ -72,8 +82,8 @@ pub struct Config {
     /// Most items one inbox answer carries.
     pub inbox_max_items: u32,
     pub purge_interval_secs: u64,
-    /// Where proof-code mails are spooled until the SMTP sender lands;
-    /// default `<data_dir>/outbox`.
+    /// The spool directory of `[outbound] mode = "spool"` (one file per
+    /// message); default `<data_dir>/outbox`.
     pub outbox_dir: Option<PathBuf>,
     pub limits: LimitConfig,
     /// Outbound mail: relay, sender address, DKIM keys.
@@ -81,6 +91,20 @@ pub struct Config {
     /// Probe, SYN-ACK, ACK and invite flows: gateway addresses, per-address
     /// limits, opt-out.
     pub flows: FlowConfig,
+}
+
+/// The SMTP listener's answer to a gate refusal (`smtp_refusals`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtpRefusals {
+    /// `250 2.0.0 OK`, and the message is dropped: a bounce would tell an
+    /// unknown sender that a gateway (and likely an agent) is behind the
+    /// address (§5.2.1 "Silence").
+    #[default]
+    Discard,
+    /// `550 5.7.1 Refused by the RDV gate: <code>`, for operators who want
+    /// bounces.
+    Reject,
 }
 
 impl Default for Config {
@@ -100,9 +124,12 @@ impl Default for Config {
             master_secret_file: None,
             previous_master_secret_file: None,
             previous_retired_at: None,
+            address_key_file: None,
+            smtp_refusals: SmtpRefusals::Discard,
             auth: AuthMode::Trusted {
                 authserv_ids: Vec::new(),
             },
+            trusted_received_by: Vec::new(),
             nameservers: Vec::new(),
             dns_query_timeout_secs: 5,
             dns_total_timeout_secs: 20,
@@ -128,34 +155,19 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Defaults, then the TOML file (if any), then the environment.
+    /// Defaults, then the TOML file (if any), then `RDV_GATEWAY_*`
+    /// (`RDV_GATEWAY_CONFIG` names the file, it is not a key).
     pub fn load(file: Option<&Path>) -> Result<Self, Error> {
-        let mut f = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(p) = file {
-            if !p.exists() {
-                return Err(Error::Config(format!("{} does not exist", p.display())));
-            }
-            f = f.merge(Toml::file(p));
-        }
-        let c: Config = f
-            // RDV_GATEWAY_CONFIG names the file itself (`--config`), not a key.
-            .merge(
-                Env::prefixed("RDV_GATEWAY_")
-                    .ignore(&["CONFIG"])
-                    .split("__"),
-            )
-            .extract()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let c: Config = rdv_service_kit::config::load(&Config::default(), file, "RDV_GATEWAY_")
+            .map_err(|e| Error::Config(e.0))?;
         c.check()?;
         Ok(c)
     }
 
     /// Parses TOML text alone (tests, sample configs).
     pub fn from_toml(text: &str) -> Result<Self, Error> {
-        let c: Config = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::string(text))
-            .extract()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let c: Config = rdv_service_kit::config::from_toml(&Config::default(), text)
+            .map_err(|e| Error::Config(e.0))?;
         c.check()?;
         Ok(c)
     }
@@ -187,6 +199,14 @@ impl Config {
         }
         if self.smtp_tls_cert_file.is_some() != self.smtp_tls_key_file.is_some() {
             return bad("smtp_tls_cert_file and smtp_tls_key_file go together");
+        }
+        if self.trusted_received_by.iter().any(|h| {
+            h.is_empty()
+                || !h
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+        }) {
+            return bad("trusted_received_by must name hosts");
         }
         if self.inbox_max_items == 0 {
             return bad("inbox_max_items must be at least 1");
@@ -223,6 +243,12 @@ impl Config {
         self.master_secret_file
             .clone()
             .unwrap_or_else(|| self.data_dir.join("master-secret"))
+    }
+
+    pub fn address_key_path(&self) -> PathBuf {
+        self.address_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("address-key"))
     }
 
     pub fn outbox_path(&self) -> PathBuf {

@@ -51,12 +51,17 @@ impl MasterSecret {
     }
 
     fn agent_key(&self, agent: &AgentId) -> [u8; 32] {
-        let hk = hkdf::Hkdf::<Sha256>::new(None, &self.0);
         let mut info = K_AGENT_INFO.to_vec();
         info.extend_from_slice(agent.as_str().as_bytes());
+        self.derive(&info)
+    }
+
+    /// A 32-byte key for one purpose, domain-separated by `info`.
+    fn derive(&self, info: &[u8]) -> [u8; 32] {
+        let hk = hkdf::Hkdf::<Sha256>::new(None, &self.0);
         let mut k = [0u8; 32];
         // 32 bytes is far below HKDF-SHA256's 8160-byte limit.
-        if hk.expand(&info, &mut k).is_err() {
+        if hk.expand(info, &mut k).is_err() {
             k = [0u8; 32];
         }
         k

@@ -9,8 +9,8 @@
 
 use mail_parser::{HeaderName, Message, MessageParser};
 use rdv_proto::consts::{
-    INVITE_HEADER, INVITE_SUBJECT_MARKER, PROBE_ACK_SUBJECT_MARKER, PROBE_HEADER,
-    PROBE_LIFETIME_SECS, PROBE_MAX_AHEAD_SECS, PROBE_SUBJECT_MARKER,
+    ACK_HEADER, ACK_SUBJECT_MARKER, INVITE_HEADER, INVITE_SUBJECT_MARKER, PROBE_ACK_SUBJECT_MARKER,
+    PROBE_HEADER, PROBE_LIFETIME_SECS, PROBE_MAX_AHEAD_SECS, PROBE_SUBJECT_MARKER,
 };
 use rdv_proto::mailblock::{self, BlockKind, BlockPayload};
 use rdv_proto::time::Instant;
@@ -41,9 +41,10 @@ pub struct Screened {
     /// The verified RDV/1 block as JSON (what is stored and delivered;
     /// never the raw mail).
     pub block: serde_json::Value,
-    /// The payload's own id (request, grant or invite id): the dedupe key.
+    /// The payload's own id (request, grant or invite id; an echo's
+    /// request_ref): the dedupe key.
     pub id: String,
-    /// The requester (probe), grantor (SYN-ACK) or inviter agent.
+    /// The requester (probe, echo), grantor (SYN-ACK) or inviter agent.
     pub requester: AgentId,
     /// canon(From): the sender address, rate-limit key and cookie input.
     pub sender: Address,
@@ -73,6 +74,7 @@ fn kind_name(k: BlockKind) -> &'static str {
         BlockKind::Probe => "probe",
         BlockKind::ProbeAck => "probe_ack",
         BlockKind::Invite => "invite",
+        BlockKind::ProbeEcho => "probe_echo",
     }
 }
 
@@ -152,6 +154,14 @@ pub fn screen(raw: &[u8], arrival: &Arrival<'_>, now: Instant) -> Result<Screene
             i.ts,
             i.id.clone(),
         ),
+        BlockPayload::ProbeEcho(e) => (
+            BlockKind::ProbeEcho,
+            e.request_ref.clone(),
+            e.from.clone(),
+            None,
+            e.ts,
+            e.request_ref.clone(),
+        ),
     };
     marks.check(kind, &header_id, &requester)?;
 
@@ -179,6 +189,16 @@ pub fn screen(raw: &[u8], arrival: &Arrival<'_>, now: Instant) -> Result<Screene
                 return Err(Refusal::NotForMailbox);
             };
             if arrival.agent != Some(&a.grant.to) {
+                return Err(Refusal::NotForMailbox);
+            }
+        }
+        BlockKind::ProbeEcho => {
+            // The echo goes back to the grantor: only its agent's mailbox
+            // takes it (the cookie is checked against the store later).
+            let BlockPayload::ProbeEcho(e) = &payload else {
+                return Err(Refusal::NotForMailbox);
+            };
+            if arrival.agent != Some(&e.to) {
                 return Err(Refusal::NotForMailbox);
             }
         }
@@ -285,12 +305,13 @@ fn markers(msg: &Message<'_>) -> Result<Markers, Refusal> {
         (PROBE_ACK_SUBJECT_MARKER, BlockKind::ProbeAck),
         (PROBE_SUBJECT_MARKER, BlockKind::Probe),
         (INVITE_SUBJECT_MARKER, BlockKind::Invite),
+        (ACK_SUBJECT_MARKER, BlockKind::ProbeEcho),
     ]
     .into_iter()
     .find(|(m, _)| subject.starts_with(m))
     .map(|(_, k)| k);
     let mut header = None;
-    for name in [PROBE_HEADER, INVITE_HEADER] {
+    for name in [PROBE_HEADER, INVITE_HEADER, ACK_HEADER] {
         let values = header_all(msg, name);
         match values.as_slice() {
             [] => {}

@@ -6,6 +6,9 @@
 //!   proves it with the code mailed to it; verification returns the
 //!   mailbox's integration token (shown once; only a hash is kept).
 //! - `GET /v1/inbox`, `GET /v1/inbox/stream` (SSE): the agent's queue.
+//! - The mail flows (`flows`): `GET /v1/mailboxes`, `POST /v1/send/probe`,
+//!   `/v1/send/syn-ack`, `/v1/send/ack`, `/v1/send/invite`, `/v1/ack`,
+//!   `/v1/invites/{id}/status`, and the opt-out at `/v1/optout/{token}`.
 //!
 //! Agent requests are signed (`signed`). Refusals are JSON `{error,
 //! message}` with a stable code. Nothing here logs a mail body, a token, a
@@ -17,7 +20,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -31,12 +34,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::broadcast;
-use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
 
+use crate::address_key::AddressKey;
 use crate::clock::{Clock, Entropy};
 use crate::config::Config;
 use crate::cookie::CookieKeys;
@@ -44,7 +46,7 @@ use crate::gate::{self, Admitted, Arrival, AuthBackend};
 use crate::mailer::{OutboundMail, code_message};
 use crate::signed::{self, AUTH_HEADER, AuthRefusal};
 use crate::store::{CodeOutcome, NewProbe, Store, StoredProbe};
-use crate::verdict::Refusal as GateRefusal;
+use crate::verdict::{Refusal as GateRefusal, SpfSource};
 
 /// Prefix of integration tokens: `rdvgw1.<token id>.<secret>`.
 pub const TOKEN_PREFIX: &str = "rdvgw1.";
@@ -52,19 +54,22 @@ pub const TOKEN_PREFIX: &str = "rdvgw1.";
 /// Everything a handler needs; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
-    cfg: Config,
-    store: Store,
-    clock: Arc<dyn Clock>,
-    entropy: Arc<dyn Entropy>,
-    mailer: Arc<dyn OutboundMail>,
-    backend: AuthBackend,
-    cookies: CookieKeys,
+pub(crate) struct Inner {
+    pub(crate) cfg: Config,
+    pub(crate) store: Store,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) entropy: Arc<dyn Entropy>,
+    pub(crate) mailer: Arc<dyn OutboundMail>,
+    pub(crate) backend: AuthBackend,
+    pub(crate) cookies: CookieKeys,
+    /// Keys stored addresses and opt-out tokens (`address_key_file`);
+    /// none when the file could not be read ([`AppState::try_new`] refuses).
+    pub(crate) address_key: Option<AddressKey>,
     /// Agent ids with new messages, for the SSE streams.
-    notify: broadcast::Sender<String>,
+    pub(crate) notify: broadcast::Sender<String>,
     metrics: Option<PrometheusHandle>,
 }
 
@@ -80,7 +85,27 @@ pub struct Deps {
 }
 
 impl AppState {
+    /// The state of `cfg`, reading the address key file (created when
+    /// absent); an unreadable key is an error.
+    pub fn try_new(cfg: Config, d: Deps) -> Result<Self, crate::Error> {
+        let key = crate::server::load_address_key(&cfg, d.entropy.as_ref())?;
+        Ok(Self::build(cfg, d, Some(key)))
+    }
+
+    /// [`AppState::try_new`] that logs an unreadable address key instead;
+    /// the flows that need it then answer 500 `internal`.
     pub fn new(cfg: Config, d: Deps) -> Self {
+        let key = match crate::server::load_address_key(&cfg, d.entropy.as_ref()) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::error!(error = %e, "address key unavailable");
+                None
+            }
+        };
+        Self::build(cfg, d, key)
+    }
+
+    fn build(cfg: Config, d: Deps, address_key: Option<AddressKey>) -> Self {
         let (notify, _) = broadcast::channel(256);
         Self {
             inner: Arc::new(Inner {
@@ -91,6 +116,7 @@ impl AppState {
                 mailer: d.mailer,
                 backend: d.backend,
                 cookies: d.cookies,
+                address_key,
                 notify,
                 metrics: metrics_handle(),
             }),
@@ -130,18 +156,22 @@ pub struct ApiRefusal {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds until a limit lets the request through (a `retry_after`
+    /// member and a Retry-After header).
+    pub retry_after: Option<i64>,
 }
 
 impl ApiRefusal {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
-    fn internal(e: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
         tracing::error!(error = %e, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -160,6 +190,15 @@ impl From<AuthRefusal> for ApiRefusal {
 impl IntoResponse for ApiRefusal {
     fn into_response(self) -> Response {
         metrics::counter!("rdv_gateway_refusals_total", "code" => self.code).increment(1);
+        if let Some(secs) = self.retry_after {
+            let body = json!({"error": self.code, "message": self.message, "retry_after": secs});
+            return (
+                self.status,
+                [(header::RETRY_AFTER, secs.to_string())],
+                Json(body),
+            )
+                .into_response();
+        }
         (
             self.status,
             Json(ErrorBody {
@@ -171,52 +210,18 @@ impl IntoResponse for ApiRefusal {
     }
 }
 
-/// Error responses from layers and axum itself (413, 408, 404, 405, an
-/// extractor's rejection) in the `{error, message}` shape; their plain-text
-/// bodies are not echoed.
-async fn json_refusals(r: Response) -> Response {
-    let status = r.status();
-    let is_json = r
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return r;
-    }
-    let (code, message) = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => ("too_large", "the request body is too large"),
-        StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
-        StatusCode::NOT_FOUND => ("not_found", "no such endpoint"),
-        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
-        s if s.is_server_error() => ("internal", "internal error"),
-        _ => ("malformed", "the request is malformed"),
-    };
-    ApiRefusal::new(status, code, message).into_response()
-}
-
 /// The router.
 pub fn app(state: AppState) -> Router {
     let cfg = &state.inner.cfg;
-    let cors = {
-        let c = CorsLayer::new()
-            .allow_methods([Method::GET, Method::POST])
-            .allow_headers([
-                header::CONTENT_TYPE,
-                header::AUTHORIZATION,
-                header::HeaderName::from_static(AUTH_HEADER),
-            ]);
-        if cfg.cors_origins.iter().any(|o| o == "*") {
-            c.allow_origin(Any)
-        } else {
-            let list: Vec<HeaderValue> = cfg
-                .cors_origins
-                .iter()
-                .filter_map(|o| HeaderValue::from_str(o).ok())
-                .collect();
-            c.allow_origin(AllowOrigin::list(list))
-        }
-    };
+    let cors = rdv_service_kit::http::cors(
+        &cfg.cors_origins,
+        vec![Method::GET, Method::POST],
+        vec![
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            header::HeaderName::from_static(AUTH_HEADER),
+        ],
+    );
     let timeout = Duration::from_secs(cfg.request_timeout_secs);
     // Mail has its own bound; everything else is small JSON.
     let inbound = Router::new()
@@ -227,6 +232,17 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/verify", post(verify))
         .route("/v1/inbox", get(inbox))
         .route("/v1/inbox/stream", get(stream))
+        .route("/v1/mailboxes", get(crate::flows::mailboxes))
+        .route("/v1/send/probe", post(crate::flows::send_probe))
+        .route("/v1/send/syn-ack", post(crate::flows::send_syn_ack))
+        .route("/v1/send/ack", post(crate::flows::send_ack))
+        .route("/v1/send/invite", post(crate::flows::send_invite))
+        .route("/v1/ack", post(crate::flows::ack))
+        .route("/v1/invites/{id}/status", post(crate::flows::invite_status))
+        .route(
+            "/v1/optout/{token}",
+            get(crate::flows::optout_page).post(crate::flows::optout_confirm),
+        )
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -239,19 +255,14 @@ pub fn app(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
-        .layer(axum::middleware::map_response(json_refusals))
+        // Outside the body limits and the timeout, so their refusals (and
+        // axum's own 404/405) get the JSON error shape too.
+        .layer(axum::middleware::map_response(
+            rdv_service_kit::http::json_refusals,
+        ))
         .layer(cors)
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &axum::http::Request<_>| {
-                // The route only: a query could carry a cursor, never a body.
-                let route = req
-                    .extensions()
-                    .get::<axum::extract::MatchedPath>()
-                    .map_or("-", |m| m.as_str())
-                    .to_string();
-                tracing::debug_span!("request", method = %req.method(), route)
-            }),
-        )
+        // The route only: a query could carry a cursor, never a body.
+        .layer(rdv_service_kit::http::trace_layer())
         .with_state(state)
 }
 
@@ -304,7 +315,7 @@ async fn token_mailbox(s: &AppState, headers: &HeaderMap) -> Result<String, ApiR
 }
 
 /// Verifies a signed agent request and claims its id (replay-proof).
-async fn signed_agent(
+pub(crate) async fn signed_agent(
     s: &AppState,
     method: &Method,
     uri: &Uri,
@@ -358,8 +369,9 @@ async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> 
         Err(r) => return r.into_response(),
     };
     // The layer bounds the body; the gate checks again before parsing.
-    // Pushed over HTTP: no SMTP session, so SPF is `none` in verify mode.
-    match s.deliver(&mailbox, body.as_ref(), None).await {
+    // Pushed over HTTP: no SMTP session, so in verify mode SPF comes from
+    // a trusted `Received` hop (`trusted_received_by`) or is `none`.
+    match s.deliver_pushed(&mailbox, body.as_ref()).await {
         Ok(d) => {
             let mut report = gate::report(&Ok(d.admitted));
             report["seq"] = json!(d.seq);
@@ -398,7 +410,24 @@ impl AppState {
         raw: &[u8],
         session: Option<&crate::auth::SmtpSession>,
     ) -> Result<Delivered, Delivery> {
-        let out = self.deliver_inner(mailbox, raw, session).await;
+        self.deliver_logged(mailbox, raw, session, false).await
+    }
+
+    /// [`AppState::deliver`] of mail pushed over HTTP: in verify mode, the
+    /// SPF session is the topmost `Received` hop by a `trusted_received_by`
+    /// host (`received`), read once the gate has bounded and screened it.
+    pub async fn deliver_pushed(&self, mailbox: &str, raw: &[u8]) -> Result<Delivered, Delivery> {
+        self.deliver_logged(mailbox, raw, None, true).await
+    }
+
+    async fn deliver_logged(
+        &self,
+        mailbox: &str,
+        raw: &[u8],
+        session: Option<&crate::auth::SmtpSession>,
+        pushed: bool,
+    ) -> Result<Delivered, Delivery> {
+        let out = self.deliver_inner(mailbox, raw, session, pushed).await;
         match &out {
             Ok(d) => {
                 metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
@@ -429,6 +458,7 @@ impl AppState {
         mailbox: &str,
         raw: &[u8],
         session: Option<&crate::auth::SmtpSession>,
+        pushed: bool,
     ) -> Result<Delivered, Delivery> {
         let s = &self.inner;
         let internal = |e: &dyn std::fmt::Display| Delivery::Internal(e.to_string());
@@ -450,8 +480,24 @@ impl AppState {
             max_bytes: s.cfg.max_mail_bytes,
         };
         let screened = gate::screen(raw, &arrival, now).map_err(Delivery::Refused)?;
-        let auth = gate::authenticate(raw, &screened, session, &s.backend).await;
+        // Only after screening: the message is bounded and well formed.
+        let hop = match &s.backend {
+            AuthBackend::Verify(_) if pushed && session.is_none() => {
+                crate::received::session(raw, &s.cfg.trusted_received_by)
+            }
+            _ => None,
+        };
+        let mut auth =
+            gate::authenticate(raw, &screened, session.or(hop.as_ref()), &s.backend).await;
+        if hop.is_some() && auth.spf_source == Some(SpfSource::Session) {
+            auth.spf_source = Some(SpfSource::Received);
+        }
         let admitted = Admitted::new(screened, auth);
+        if admitted.screened.kind == rdv_proto::mailblock::BlockKind::ProbeEcho {
+            // The ACK leg by mail: released, never queued as mail.
+            let seq = crate::flows::echo_by_mail(self, &agent, &admitted).await?;
+            return Ok(Delivered { admitted, seq });
+        }
         let payload =
             rdv_proto::canon::to_string(&admitted.screened.block).map_err(|e| internal(&e))?;
         let probe = NewProbe {
@@ -496,7 +542,7 @@ struct VerifyBody {
     code: String,
 }
 
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiRefusal> {
+pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiRefusal> {
     serde_json::from_slice(body).map_err(|e| {
         ApiRefusal::new(
             StatusCode::BAD_REQUEST,
@@ -506,7 +552,7 @@ fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiRefus
     })
 }
 
-fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
+pub(crate) fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
     match Address::parse(mailbox) {
         Ok(a) if a.kind == AddressKind::Email => Ok(a),
         _ => Err(ApiRefusal::new(
@@ -632,6 +678,7 @@ async fn verify(
     s.inner.entropy.fill(&mut id);
     s.inner.entropy.fill(&mut secret);
     let (id, secret) = (base32(&id), base32(&secret));
+    let tag = crate::flows::new_tag(s.inner.entropy.as_ref());
     let outcome = s
         .inner
         .store
@@ -642,18 +689,28 @@ async fn verify(
             s.inner.cfg.code_max_attempts,
             &id,
             &sha256_hex(&[secret.as_bytes()]),
+            &tag,
             s.now().unix_timestamp(),
         )
         .await
         .map_err(ApiRefusal::internal)?;
     tracing::info!(outcome = ?outcome, "mailbox proof");
     match outcome {
-        CodeOutcome::Verified => Ok(Json(json!({
-            "mailbox": mailbox.canon(),
-            "agent": agent.as_str(),
-            "token": format!("{TOKEN_PREFIX}{id}.{secret}"),
-        }))
-        .into_response()),
+        CodeOutcome::Verified => {
+            let tag = s
+                .inner
+                .store
+                .mailbox_tag(mailbox.canon())
+                .await
+                .map_err(ApiRefusal::internal)?;
+            Ok(Json(json!({
+                "mailbox": mailbox.canon(),
+                "agent": agent.as_str(),
+                "token": format!("{TOKEN_PREFIX}{id}.{secret}"),
+                "gateway_address": tag.and_then(|t| s.inner.cfg.flows.gateway_address(&t)),
+            }))
+            .into_response())
+        }
         CodeOutcome::WrongCode => Err(ApiRefusal::new(
             StatusCode::FORBIDDEN,
             "wrong_code",
@@ -673,7 +730,7 @@ async fn verify(
 }
 
 /// The signed agent, which must have proved at least one mailbox.
-async fn registered_agent(
+pub(crate) async fn registered_agent(
     s: &AppState,
     method: &Method,
     uri: &Uri,
@@ -723,9 +780,17 @@ fn cursor(uri: &Uri) -> Result<Cursor, ApiRefusal> {
 }
 
 /// One delivered message: the verified payload, verdicts, binding and,
-/// for a probe, the cookie the agent returns in its SYN-ACK (§5.2.1).
-fn item(s: &AppState, p: &StoredProbe) -> Value {
+/// for a probe, its status and the cookie the agent returns in its SYN-ACK
+/// (§5.2.1); or a release (the ACK leg landed).
+pub(crate) fn item(s: &AppState, p: &StoredProbe) -> Value {
     let q = &p.probe;
+    if q.kind == crate::flows::RELEASE_KIND {
+        let mut v = serde_json::from_str::<Value>(&q.payload).unwrap_or_else(|_| json!({}));
+        v["seq"] = json!(p.seq);
+        v["received"] = json!(from_unix(p.received).map(format_time).unwrap_or_default());
+        v["kind"] = json!(q.kind);
+        return v;
+    }
     let cookie = (q.kind == "probe")
         .then(|| {
             let agent = AgentId::parse(&q.agent).ok()?;
@@ -734,11 +799,13 @@ fn item(s: &AppState, p: &StoredProbe) -> Value {
             Some(s.inner.cookies.issue(&agent, &q.id, &from, ts))
         })
         .flatten();
+    let status = (q.kind == "probe").then_some(p.status.as_str());
     json!({
         "seq": p.seq,
         "received": from_unix(p.received).map(format_time).unwrap_or_default(),
         "mailbox": q.mailbox,
         "kind": q.kind,
+        "status": status,
         "id": q.id,
         "requester": q.requester,
         "sender": q.sender,
@@ -781,8 +848,9 @@ async fn inbox(
     Ok(Json(json!({"items": items, "next": next})).into_response())
 }
 
-/// The same queue as server-sent events (`event: probe`, `id: <seq>`); a
-/// `ready` comment comes first, once the stream is subscribed.
+/// The same queue as server-sent events (`event: probe`, or `event:
+/// release` for a release, `id: <seq>`); a `ready` comment comes first,
+/// once the stream is subscribed.
 #[utoipa::path(get, path = "/v1/inbox/stream",
     params(("after" = Option<i64>, Query),
         ("x-rdv-auth" = String, Header, description = "signed request")),
@@ -815,8 +883,13 @@ async fn stream(
     let events = futures_util::stream::unfold(st, |mut st| async move {
         loop {
             if let Some(p) = st.buf.pop_front() {
+                let name = if p.probe.kind == crate::flows::RELEASE_KIND {
+                    "release"
+                } else {
+                    "probe"
+                };
                 let ev = Event::default()
-                    .event("probe")
+                    .event(name)
                     .id(p.seq.to_string())
                     .data(item(&st.s, &p).to_string());
                 return Some((Ok::<_, std::convert::Infallible>(ev), st));
@@ -866,8 +939,33 @@ async fn stream(
         title = "Rendezvous probe gateway",
         description = "SPEC §5.2.1, §5.2.2; docs/probe-gateway.md"
     ),
-    paths(inbound, register, verify, inbox, stream),
-    components(schemas(ErrorBody, RegisterBody, VerifyBody))
+    paths(
+        inbound,
+        register,
+        verify,
+        inbox,
+        stream,
+        crate::flows::mailboxes,
+        crate::flows::send_probe,
+        crate::flows::send_syn_ack,
+        crate::flows::send_ack,
+        crate::flows::send_invite,
+        crate::flows::ack,
+        crate::flows::invite_status,
+        crate::flows::optout_page,
+        crate::flows::optout_confirm
+    ),
+    components(schemas(
+        ErrorBody,
+        RegisterBody,
+        VerifyBody,
+        crate::flows::SendProbeBody,
+        crate::flows::SynAckBody,
+        crate::flows::SendAckBody,
+        crate::flows::SendInviteBody,
+        crate::flows::AckBody,
+        crate::flows::InviteStatusBody
+    ))
 )]
 struct ApiDoc;
 

@@ -3,11 +3,13 @@
 //! deterministic and bounded; verdicts and refusals are data.
 //!
 //! [`gate`] (with [`auth`], [`limits`], [`verdict`]) decides about one
-//! message; [`cookie`] makes the stateless challenges; [`store`] keeps the
+//! message; [`cookie`] makes the stateless challenges; [`address_key`]
+//! keys stored addresses and opt-out tokens; [`store`] keeps the
 //! state on SQLite or Postgres; [`http`] is the API, [`smtp`] the mail
 //! listener (both deliver through `http::AppState::deliver`), and [`server`] binds,
 //! serves, purges and shuts down.
 
+pub mod address_key;
 pub mod auth;
 pub mod clock;
 pub mod config;
@@ -18,6 +20,7 @@ pub mod gate;
 pub mod http;
 pub mod limits;
 pub mod mailer;
+pub mod received;
 pub mod server;
 pub mod signed;
 pub mod smtp;

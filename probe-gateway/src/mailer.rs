@@ -1,7 +1,17 @@
-//! Outbound mail as an injected trait. Today it carries the mailbox-proof
-//! code only (§5.2.1: the gateway proves the mailbox before delivering to
-//! an agent); the code mail carries no RDV marker, so it never enters the
-//! mail rule's marker path. The real SMTP sender (lettre) is a later task.
+//! Outbound mail as an injected trait: the mailbox-proof code mail (§5.2.1:
+//! the gateway proves the mailbox before delivering to an agent) and the
+//! probe, SYN-ACK, ACK and invite mails it sends on behalf of agents
+//! (§5.2.1–§5.2.2, `flows`).
+//! The code mail carries no RDV marker, so it never enters the mail rule's
+//! marker path.
+//!
+//! Transports: [`SpoolMailer`] (files), [`smtp::SmtpMailer`] (a relay over
+//! lettre) and [`RecordingMailer`] (tests); [`dkim::SignedMailer`] signs for
+//! the From domain in front of either, so receivers can align DMARC.
+//! [`build`] assembles the configured stack for `serve`.
+
+pub mod dkim;
+pub mod smtp;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -53,31 +63,178 @@ pub trait OutboundMail: Send + Sync + 'static {
 }
 
 /// Outbound mail settings (`[outbound]`): where mail goes and as whom.
+/// Secrets stay in files (`password_file`, DKIM `key_file`), read at start.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutboundConfig {
+    /// `spool` (files under the outbox) or `smtp` (a relay).
+    pub mode: OutboundMode,
     /// The gateway's own sender address (From of the code mail, MAIL FROM
     /// of everything it sends).
     pub from_address: String,
+    /// smtp: the relay's host name or IP address.
+    pub relay_host: Option<String>,
+    /// smtp: default 587, or 465 with `tls = "tls"`.
+    pub relay_port: Option<u16>,
+    pub tls: RelayTls,
+    /// Allows `tls = "none"` to a relay that is not on loopback.
+    pub allow_plaintext: bool,
+    /// A PEM CA bundle trusted instead of the Mozilla roots (private relay).
+    pub ca_file: Option<PathBuf>,
+    /// SMTP AUTH user; the password comes from `password_file`.
+    pub username: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// Connect and per-command timeout.
+    pub timeout_secs: u64,
+    /// The EHLO name; default `smtp_hostname`.
+    pub hello_name: Option<String>,
+    /// DKIM keys; mail is signed with every key of its From domain.
+    pub dkim: Vec<dkim::DkimKeyConfig>,
+}
+
+/// Where outbound mail goes.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OutboundMode {
+    /// One file per message under `outbox_dir` (an operator or an MTA's
+    /// pickup directory sends it).
+    #[default]
+    Spool,
+    /// Through `relay_host` with lettre.
+    Smtp,
+}
+
+/// How the SMTP connection to the relay is protected.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RelayTls {
+    /// Plaintext, then STARTTLS, required (RFC 3207); port 587.
+    #[default]
+    Starttls,
+    /// TLS from the first byte (RFC 8314 submissions); port 465.
+    Tls,
+    /// No TLS: loopback relays only, unless `allow_plaintext`.
+    None,
 }
 
 impl OutboundConfig {
     pub fn check(&self) -> Result<(), crate::error::Error> {
-        if !self.from_address.contains('@') {
-            return Err(crate::error::Error::Config(
-                "outbound.from_address must be an email address".into(),
-            ));
+        let bad = |s: String| Err(crate::error::Error::Config(s));
+        if self.from_address.parse::<lettre::Address>().is_err() {
+            return bad("outbound.from_address must be an email address".into());
         }
-        Ok(())
+        if self.mode == OutboundMode::Spool {
+            let smtp_only = [
+                ("relay_host", self.relay_host.is_some()),
+                ("relay_port", self.relay_port.is_some()),
+                ("ca_file", self.ca_file.is_some()),
+                ("username", self.username.is_some()),
+                ("password_file", self.password_file.is_some()),
+                ("hello_name", self.hello_name.is_some()),
+            ];
+            if let Some((k, _)) = smtp_only.iter().find(|(_, set)| *set) {
+                return bad(format!("outbound.{k} needs mode = \"smtp\""));
+            }
+        } else {
+            let host = self.relay_host.as_deref().unwrap_or_default();
+            if !is_host(host) {
+                return bad("outbound.relay_host must be a host name or an IP address".into());
+            }
+            if self.relay_port == Some(0) {
+                return bad("outbound.relay_port must be 1 to 65535".into());
+            }
+            if self.tls == RelayTls::None && !self.allow_plaintext && !is_loopback(host) {
+                return bad(format!(
+                    "outbound.tls = \"none\" sends mail and passwords in the clear: only to a \
+                     loopback relay, or set outbound.allow_plaintext = true (relay {host})"
+                ));
+            }
+            if self.username.is_some() != self.password_file.is_some() {
+                return bad("outbound.username and outbound.password_file go together".into());
+            }
+            if self.username.as_deref().is_some_and(str::is_empty) {
+                return bad("outbound.username must not be empty".into());
+            }
+            if let Some(h) = &self.hello_name
+                && !is_host(h)
+            {
+                return bad("outbound.hello_name must be a host name".into());
+            }
+        }
+        if !(1..=600).contains(&self.timeout_secs) {
+            return bad("outbound.timeout_secs must be 1 to 600".into());
+        }
+        dkim::check_configs(&self.dkim)
     }
+
+    /// The relay port: the configured one, or the default of the TLS mode.
+    pub fn port(&self) -> u16 {
+        self.relay_port.unwrap_or(match self.tls {
+            RelayTls::Tls => 465,
+            RelayTls::Starttls | RelayTls::None => 587,
+        })
+    }
+}
+
+/// A DNS host name (letters, digits, hyphens, dots) or an IP address.
+fn is_host(h: &str) -> bool {
+    h.parse::<std::net::IpAddr>().is_ok()
+        || (!h.is_empty()
+            && h.len() <= 253
+            && h.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            }))
+}
+
+fn is_loopback(h: &str) -> bool {
+    h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl Default for OutboundConfig {
     fn default() -> Self {
         Self {
+            mode: OutboundMode::Spool,
             from_address: "rdv-gateway@localhost".into(),
+            relay_host: None,
+            relay_port: None,
+            tls: RelayTls::Starttls,
+            allow_plaintext: false,
+            ca_file: None,
+            username: None,
+            password_file: None,
+            timeout_secs: 30,
+            hello_name: None,
+            dkim: Vec::new(),
         }
     }
+}
+
+/// The configured outbound stack: the transport of `mode` (the spool under
+/// `outbox`, or the relay, greeting as `hello_default` unless `hello_name`
+/// is set) behind DKIM signing with the configured keys, dated by `clock`.
+/// Key, CA and password files are read here: a bad one is an error naming
+/// the file, never quoting it.
+pub fn build(
+    cfg: &OutboundConfig,
+    outbox: PathBuf,
+    hello_default: &str,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+) -> Result<std::sync::Arc<dyn OutboundMail>, crate::error::Error> {
+    cfg.check()?;
+    let keys = dkim::DkimKeys::load(&cfg.dkim)?;
+    let inner: std::sync::Arc<dyn OutboundMail> = match cfg.mode {
+        OutboundMode::Spool => std::sync::Arc::new(SpoolMailer { dir: outbox }),
+        OutboundMode::Smtp => std::sync::Arc::new(smtp::SmtpMailer::new(cfg, hello_default)?),
+    };
+    Ok(std::sync::Arc::new(dkim::SignedMailer::new(
+        keys, clock, inner,
+    )))
 }
 
 /// A plain text/plain message (no RDV marker: it never enters the mail
@@ -149,7 +306,7 @@ impl OutboundMail for RecordingMailer {
 }
 
 /// Writes each message as a file (mode 0600 on Unix) into a spool
-/// directory, for operators until the SMTP sender lands.
+/// directory (`mode = "spool"`): for operators whose MTA picks files up.
 #[derive(Debug, Clone)]
 pub struct SpoolMailer {
     pub dir: PathBuf,

@@ -11,13 +11,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use rdv_probe_gateway::auth::{SmtpSession, Verifier, VerifyConfig};
 use rdv_probe_gateway::clock::SystemClock;
 use rdv_probe_gateway::config::Config;
 use rdv_probe_gateway::gate::{self, Arrival, AuthBackend};
 use rdv_probe_gateway::limits::{LimitConfig, Limits};
 use rdv_proto::{Address, AgentId};
+use rdv_service_kit::telemetry::LogFormat;
 
 #[derive(Parser)]
 #[command(
@@ -30,12 +31,6 @@ struct Cli {
     log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Subcommand)]
@@ -104,15 +99,7 @@ enum Cmd {
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    rdv_service_kit::telemetry::init(cli.log_format, "info");
     match cli.cmd {
         Cmd::Serve {
             config,

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::address_key::AddressKey;
 use crate::auth::{Verifier, VerifyConfig};
 use crate::clock::{Clock, Entropy, OsEntropy};
 use crate::config::Config;
@@ -16,7 +17,6 @@ use crate::cookie::{CookieKeys, MasterSecret};
 use crate::error::Error;
 use crate::gate::AuthBackend;
 use crate::http::{AppState, Deps, app};
-use crate::mailer::SpoolMailer;
 use crate::store::Store;
 
 /// A running gateway.
@@ -69,7 +69,8 @@ pub async fn start(cfg: Config, deps: Deps) -> Result<Running, Error> {
     .map(|r| r.window_secs)
     .max()
     .unwrap_or(0);
-    let state = AppState::new(cfg, deps);
+    // A missing or bad address key stops here (it is created when absent).
+    let state = AppState::try_new(cfg, deps)?;
     let (stop, mut stopped) = watch::channel(false);
     let router = app(state.clone());
     let smtp_task =
@@ -114,6 +115,25 @@ pub fn load_secret(
     create: bool,
     entropy: &dyn Entropy,
 ) -> Result<MasterSecret, Error> {
+    MasterSecret::from_hex(&read_hex_file(path, create, entropy, "master secret")?)
+}
+
+/// Reads the address key file (`address_key_file`), creating it (mode
+/// 0600) on first start, exactly like the master secret. Never rotated.
+pub fn load_address_key(cfg: &Config, entropy: &dyn Entropy) -> Result<AddressKey, Error> {
+    let path = cfg.address_key_path();
+    AddressKey::from_hex(&read_hex_file(&path, true, entropy, "address key")?)
+        .map_err(|e| Error::Config(format!("address_key_file {}: {e}", path.display())))
+}
+
+/// A secret file's text; with `create`, an absent file is first written
+/// with 32 random bytes as hex (mode 0600). Errors name the file only.
+fn read_hex_file(
+    path: &Path,
+    create: bool,
+    entropy: &dyn Entropy,
+    what: &str,
+) -> Result<String, Error> {
     if !path.exists() && create {
         use std::io::Write;
         let mut b = [0u8; 32];
@@ -126,11 +146,10 @@ pub fn load_secret(
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
         writeln!(opts.open(path)?, "{}", hex::encode(b))?;
-        tracing::info!(path = %path.display(), "created a master secret file");
+        tracing::info!(path = %path.display(), "created a {what} file");
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Config(format!("master secret {}: {e}", path.display())))?;
-    MasterSecret::from_hex(&text)
+    std::fs::read_to_string(path)
+        .map_err(|e| Error::Config(format!("{what} {}: {e}", path.display())))
 }
 
 /// The cookie keys of a configuration (current and, after a rotation, the
@@ -165,27 +184,7 @@ pub fn backend(cfg: &Config) -> Result<AuthBackend, Error> {
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-}
+pub use rdv_service_kit::shutdown::signal;
 
 /// `rdv-probe-gateway serve`: run until a signal, then drain and exit.
 pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
@@ -194,14 +193,18 @@ pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
     let cookies = cookie_keys(&cfg, &entropy)?;
     let backend = backend(&cfg)?;
     let store = Store::connect(&cfg.database_url(), cfg.max_db_connections).await?;
-    let mailer = SpoolMailer {
-        dir: cfg.outbox_path(),
-    };
+    // Reads the DKIM key, CA and password files: a bad one stops here.
+    let mailer = crate::mailer::build(
+        &cfg.outbound,
+        cfg.outbox_path(),
+        &cfg.smtp_hostname,
+        clock.clone(),
+    )?;
     let deps = Deps {
         store: store.clone(),
         clock,
         entropy: Arc::new(entropy),
-        mailer: Arc::new(mailer),
+        mailer,
         backend,
         cookies,
     };

@@ -15,10 +15,9 @@ use rdv_proto::time::{Instant, format_time};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// The header carrying the signed request.
-pub const AUTH_HEADER: &str = "x-rdv-auth";
-/// The document type.
-pub const REQUEST_TYPE: &str = "rdv/gw-request";
+/// The header carrying the signed request and the document type, defined
+/// once in the core (shared with `rdv-gateway-client`).
+pub use rdv_proto::consts::{GW_AUTH_HEADER as AUTH_HEADER, GW_REQUEST_TYPE as REQUEST_TYPE};
 /// Largest header value accepted, bytes (checked before decoding).
 pub const AUTH_MAX_BYTES: usize = 4096;
 

@@ -2,7 +2,8 @@
 //! same gate and store path as `POST /v1/inbound` ([`AppState::deliver`]).
 //!
 //! Commands are parsed by `smtp-proto`; the session state machine is ours
-//! (RFC 5321): EHLO/HELO, MAIL FROM, one RCPT TO (a registered mailbox),
+//! (RFC 5321): EHLO/HELO, MAIL FROM, one RCPT TO (a registered mailbox, its
+//! gateway address, or an opt-out address: `flows::resolve_recipient`),
 //! DATA with dot-unstuffing, RSET, NOOP, VRFY (252), QUIT. Bounds: command
 //! lines of [`MAX_LINE`] bytes, `SIZE` advertised and enforced while DATA is
 //! read (nothing past the bound is kept), a timeout per command line and per
@@ -17,7 +18,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdv_proto::{Address, AddressKind};
+use crate::flows::Recipient;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use smtp_proto::request::receiver::{DataReceiver, DummyDataReceiver};
@@ -30,7 +31,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 
 use crate::auth::SmtpSession;
-use crate::config::Config;
+use crate::config::{Config, SmtpRefusals};
 use crate::error::Error;
 use crate::http::{AppState, Delivery};
 use crate::verdict::Refusal;
@@ -48,6 +49,7 @@ struct Bounds {
     max_bytes: usize,
     command_timeout: Duration,
     session_timeout: Duration,
+    refusals: SmtpRefusals,
 }
 
 /// A session's byte stream: plain TCP, or TLS after STARTTLS.
@@ -96,6 +98,7 @@ pub fn spawn(
         max_bytes: cfg.max_mail_bytes,
         command_timeout: Duration::from_secs(cfg.smtp_command_timeout_secs),
         session_timeout: Duration::from_secs(cfg.smtp_session_timeout_secs),
+        refusals: cfg.smtp_refusals,
     };
     tokio::spawn(async move {
         loop {
@@ -104,7 +107,12 @@ pub fn spawn(
                 _ = stop.wait_for(|s| *s) => break,
             };
             let (sock, peer) = match accepted {
-                Ok(x) => x,
+                Ok(x) => {
+                    // Replies are small and each waits for the client's next
+                    // command: send them at once (no Nagle delay).
+                    let _ = x.0.set_nodelay(true);
+                    x
+                }
                 Err(e) => {
                     // Out of descriptors and the like: back off a little.
                     tracing::warn!(error = %e, "smtp accept failed");
@@ -192,8 +200,8 @@ enum End {
 struct Envelope {
     /// The reverse-path; empty for the null sender.
     mail_from: String,
-    /// The canonical mailbox of the one accepted recipient.
-    rcpt: Option<String>,
+    /// The one accepted recipient.
+    rcpt: Option<Recipient>,
 }
 
 struct Session<'a> {
@@ -228,9 +236,11 @@ impl Session<'_> {
     async fn reply(&mut self, text: &str) -> Result<(), End> {
         let limit = self.bounds.command_timeout;
         let io = self.io()?;
+        // One write per reply: two small writes would wait on Nagle's
+        // algorithm for the client's delayed ACK (~40 ms a command).
+        let line = format!("{text}\r\n");
         let write = async {
-            io.write_all(text.as_bytes()).await?;
-            io.write_all(b"\r\n").await?;
+            io.write_all(line.as_bytes()).await?;
             io.flush().await
         };
         match tokio::time::timeout(limit, write).await {
@@ -327,25 +337,14 @@ impl Session<'_> {
                         true
                     }
                     Some(e) => {
-                        let mailbox = match Address::parse(&to.address) {
-                            Ok(a) if a.kind == AddressKind::Email => Some(a.canon().to_string()),
-                            _ => None,
-                        };
-                        let known = match &mailbox {
-                            Some(m) => self
-                                .state
-                                .store()
-                                .mailbox_agent(m)
-                                .await
-                                .map(|a| a.is_some()),
-                            None => Ok(false),
-                        };
-                        match known {
-                            Ok(true) => {
-                                e.rcpt = mailbox;
+                        // A proved mailbox, its gateway address, or an
+                        // opt-out address (flows::resolve_recipient).
+                        match crate::flows::resolve_recipient(self.state, &to.address).await {
+                            Ok(Some(r)) => {
+                                e.rcpt = Some(r);
                                 self.reply("250 2.1.5 OK").await?;
                             }
-                            Ok(false) => {
+                            Ok(None) => {
                                 self.reply("550 5.1.1 No such mailbox here").await?;
                             }
                             Err(err) => {
@@ -389,7 +388,26 @@ impl Session<'_> {
                             self.reply("552 5.3.4 Message size exceeds fixed maximum message size")
                                 .await?;
                         }
+                        Ok(Data::Complete) if matches!(rcpt, Recipient::OptOut(_)) => {
+                            // Opt-out mail: the content is read (bounded)
+                            // and discarded; the opt-out id is the token's.
+                            drop(raw);
+                            let Recipient::OptOut(id) = &rcpt else {
+                                continue;
+                            };
+                            let r = match crate::flows::record_optout(self.state, id).await {
+                                Ok(()) => "250 2.0.0 Opt-out recorded",
+                                Err(err) => {
+                                    tracing::error!(error = %err, "smtp opt-out failed");
+                                    "451 4.3.0 Temporary failure, try again later"
+                                }
+                            };
+                            self.reply(r).await?;
+                        }
                         Ok(Data::Complete) => {
+                            let Recipient::Mailbox(rcpt) = rcpt else {
+                                continue;
+                            };
                             let session = SmtpSession {
                                 client_ip: self.client_ip,
                                 helo: helo.clone().unwrap_or_default(),
@@ -397,7 +415,7 @@ impl Session<'_> {
                             };
                             let out = self.state.deliver(&rcpt, &raw, Some(&session)).await;
                             drop(raw);
-                            let r = data_reply(&out);
+                            let r = data_reply(&out, self.bounds.refusals);
                             self.reply(&r).await?;
                         }
                     }
@@ -491,14 +509,23 @@ impl Session<'_> {
 }
 
 /// The final reply to DATA for the gate's outcome: the refusal code, never
-/// the content.
-fn data_reply(out: &Result<crate::http::Delivered, Delivery>) -> String {
+/// the content. With `Discard` (§5.2.1 "Silence") a gate refusal is
+/// `250` and the message is dropped (counted by code, logged with the code
+/// only), so no bounce tells an unknown sender a gateway is there.
+/// Temporary failures stay 451, an unknown recipient 550 in both modes.
+fn data_reply(out: &Result<crate::http::Delivered, Delivery>, mode: SmtpRefusals) -> String {
     match out {
         Ok(d) => format!("250 2.0.0 Queued as {}", d.seq),
         Err(Delivery::Refused(r)) => match r {
             Refusal::TooLarge => "552 5.3.4 Message size exceeds fixed maximum message size".into(),
             Refusal::RateLimited(_) => format!("451 4.7.1 Refused: {}, try again later", r.code()),
             Refusal::NotForMailbox => "550 5.1.1 No such mailbox here".into(),
+            _ if mode == SmtpRefusals::Discard => {
+                metrics::counter!("rdv_gateway_smtp_discarded_total", "refusal" => r.code())
+                    .increment(1);
+                tracing::info!(refusal = r.code(), "smtp gate refusal discarded");
+                "250 2.0.0 OK".into()
+            }
             _ => format!("550 5.7.1 Refused by the RDV gate: {}", r.code()),
         },
         Err(Delivery::Internal(_)) => "451 4.3.0 Temporary failure, try again later".into(),

@@ -7,7 +7,6 @@
 //! No raw mail is stored: a probe row holds the verified RDV/1 payload.
 
 use rdv_proto::consts::PROBE_LIFETIME_SECS;
-use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Row};
 use subtle::ConstantTimeEq;
 
@@ -51,7 +50,70 @@ pub struct StoredProbe {
     pub seq: i64,
     pub received: i64,
     pub probe: NewProbe,
+    /// A probe's state: `pending`, `answered` (SYN-ACK sent) or `released`.
+    pub status: String,
+    /// How a released probe was released: `api` or `mail`.
+    pub released_via: Option<String>,
 }
+
+/// A send on behalf of an agent (§5.2.1, §5.2.2), counted by the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSend {
+    /// `probe`, `invite`, `syn_ack` or `ack`.
+    pub kind: &'static str,
+    pub agent: String,
+    /// Keyed hash of canon(recipient) (`AddressKey::address_hash`).
+    pub addr_hash: String,
+    /// Request id, invite id or probe seq.
+    pub ref_id: String,
+    pub at: i64,
+    /// `sent`, or `pending` for an invite.
+    pub status: &'static str,
+    pub expires: i64,
+}
+
+/// The per-address and per-caller limits a send is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendRules {
+    /// Sends (every kind) per caller per day.
+    pub per_day: u32,
+    /// Probes: one per (caller, address) per this many seconds (§5.2.1).
+    pub probe_interval: Option<i64>,
+    /// Invites (§5.2.2).
+    pub invite: Option<InviteRules>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InviteRules {
+    pub pending_secs: i64,
+    pub cooldown_secs: i64,
+    /// Invites to one address across all callers per `global_window`.
+    pub global_max: u32,
+    pub global_window: i64,
+}
+
+/// Why a send was refused by a limit; `retry_after` in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendLimit {
+    /// The caller's daily cap.
+    Daily { retry_after: i64 },
+    /// A per-address limit (probe interval, invite cooldown, global cap).
+    Address { retry_after: i64 },
+    /// An invite to this address by this caller is still pending.
+    InvitePending,
+}
+
+/// What a release did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    /// Released now; the release item's seq.
+    Now(i64),
+    /// Released before, by this route.
+    Already(String),
+}
+
+/// Seconds in a day.
+const DAY: i64 = 24 * 3600;
 
 /// What a mailbox-proof attempt did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,25 +135,7 @@ impl Store {
     /// Connects (creating a SQLite file if the URL says `mode=rwc`) and runs
     /// the migrations.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
-        install_default_drivers();
-        let sqlite = url.starts_with("sqlite:");
-        let pool = AnyPoolOptions::new()
-            .max_connections(if sqlite {
-                max_connections.clamp(1, 4)
-            } else {
-                max_connections.max(1)
-            })
-            .connect(url)
-            .await?;
-        if sqlite {
-            sqlx::query("PRAGMA journal_mode=WAL")
-                .execute(&pool)
-                .await?;
-            sqlx::query("PRAGMA busy_timeout=5000")
-                .execute(&pool)
-                .await?;
-        }
-        MIGRATOR.run(&pool).await?;
+        let pool = rdv_service_kit::db::connect(url, max_connections, &MIGRATOR).await?;
         Ok(Self { pool })
     }
 
@@ -132,6 +176,10 @@ impl Store {
     /// the hash). On success, atomically binds the mailbox to the agent,
     /// drops every pending registration and every earlier token of the
     /// mailbox, and stores the new token's hash.
+    ///
+    /// The mailbox keeps its gateway-address `tag` when the same agent
+    /// proves it again; another agent gets the new `tag`, so the old
+    /// address stops working.
     #[allow(clippy::too_many_arguments)]
     pub async fn verify_code(
         &self,
@@ -141,6 +189,7 @@ impl Store {
         max_attempts: u32,
         token_id: &str,
         token_secret_hash: &str,
+        tag: &str,
         now: i64,
     ) -> Result<CodeOutcome> {
         let mut tx = self.pool.begin().await?;
@@ -181,12 +230,15 @@ impl Store {
             return Ok(CodeOutcome::WrongCode);
         }
         sqlx::query(
-            "INSERT INTO mailboxes (mailbox, agent, verified) VALUES ($1, $2, $3) \
-             ON CONFLICT (mailbox) DO UPDATE SET agent = excluded.agent, verified = excluded.verified",
+            "INSERT INTO mailboxes (mailbox, agent, verified, tag) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (mailbox) DO UPDATE SET agent = excluded.agent, \
+             verified = excluded.verified, tag = CASE WHEN mailboxes.agent = excluded.agent \
+             AND mailboxes.tag IS NOT NULL THEN mailboxes.tag ELSE excluded.tag END",
         )
         .bind(mailbox)
         .bind(agent)
         .bind(now)
+        .bind(tag)
         .execute(&mut *tx)
         .await?;
         for sql in [
@@ -227,6 +279,38 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await?
                 .map(|r| r.get(0)),
+        )
+    }
+
+    /// The gateway-address tag of a mailbox (none for mailboxes proved
+    /// before tags existed, until proved again).
+    pub async fn mailbox_tag(&self, mailbox: &str) -> Result<Option<String>> {
+        Ok(sqlx::query("SELECT tag FROM mailboxes WHERE mailbox = $1")
+            .bind(mailbox)
+            .fetch_optional(&self.pool)
+            .await?
+            .and_then(|r| r.get::<Option<String>, _>(0)))
+    }
+
+    /// The mailbox a gateway-address tag forwards to.
+    pub async fn tag_mailbox(&self, tag: &str) -> Result<Option<String>> {
+        Ok(sqlx::query("SELECT mailbox FROM mailboxes WHERE tag = $1")
+            .bind(tag)
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|r| r.get(0)))
+    }
+
+    /// An agent's mailboxes with their tags.
+    pub async fn agent_mailbox_tags(&self, agent: &str) -> Result<Vec<(String, Option<String>)>> {
+        Ok(
+            sqlx::query("SELECT mailbox, tag FROM mailboxes WHERE agent = $1 ORDER BY mailbox")
+                .bind(agent)
+                .fetch_all(&self.pool)
+                .await?
+                .into_iter()
+                .map(|r| (r.get(0), r.get::<Option<String>, _>(1)))
+                .collect(),
         )
     }
 
@@ -296,32 +380,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        let seq: i64 = sqlx::query(
-            "UPDATE counters SET value = value + 1 WHERE name = 'probe_seq' RETURNING value",
-        )
-        .fetch_one(&mut *tx)
-        .await?
-        .get(0);
-        sqlx::query(
-            "INSERT INTO probes (seq, mailbox, agent, kind, id, requester, sender, ts, received, \
-             expires, payload, auth, binding) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-        )
-        .bind(seq)
-        .bind(&p.mailbox)
-        .bind(&p.agent)
-        .bind(&p.kind)
-        .bind(&p.id)
-        .bind(&p.requester)
-        .bind(&p.sender)
-        .bind(p.ts)
-        .bind(now)
-        .bind(now + PROBE_LIFETIME_SECS)
-        .bind(&p.payload)
-        .bind(&p.auth)
-        .bind(&p.binding)
-        .execute(&mut *tx)
-        .await?;
+        let seq = insert_item(&mut tx, p, now).await?;
         tx.commit().await?;
         Ok(Ok(seq))
     }
@@ -334,36 +393,270 @@ impl Store {
         limit: u32,
         now: i64,
     ) -> Result<Vec<StoredProbe>> {
-        let rows = sqlx::query(
-            "SELECT seq, received, mailbox, agent, kind, id, requester, sender, payload, auth, \
-             binding, ts FROM probes WHERE agent = $1 AND seq > $2 AND expires > $3 \
-             ORDER BY seq LIMIT $4",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {ITEM_COLUMNS} FROM probes WHERE agent = $1 AND seq > $2 AND expires > $3 \
+             ORDER BY seq LIMIT $4"
+        ))
         .bind(agent)
         .bind(after)
         .bind(now)
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| StoredProbe {
-                seq: r.get(0),
-                received: r.get(1),
-                probe: NewProbe {
-                    mailbox: r.get(2),
-                    agent: r.get(3),
-                    kind: r.get(4),
-                    id: r.get(5),
-                    requester: r.get(6),
-                    sender: r.get(7),
-                    ts: r.get(11),
-                    payload: r.get(8),
-                    auth: r.get(9),
-                    binding: r.get(10),
-                },
-            })
-            .collect())
+        Ok(rows.iter().map(item_row).collect())
+    }
+
+    /// One queued item by seq, expired or not (until purged).
+    pub async fn item(&self, seq: i64) -> Result<Option<StoredProbe>> {
+        Ok(
+            sqlx::query(&format!("SELECT {ITEM_COLUMNS} FROM probes WHERE seq = $1"))
+                .bind(seq)
+                .fetch_optional(&self.pool)
+                .await?
+                .as_ref()
+                .map(item_row),
+        )
+    }
+
+    /// The probe `request_id` from `requester` queued for `agent` (the
+    /// newest), for an echo arriving by mail.
+    pub async fn probe_by_request(
+        &self,
+        agent: &str,
+        request_id: &str,
+        requester: &str,
+    ) -> Result<Option<StoredProbe>> {
+        Ok(sqlx::query(&format!(
+            "SELECT {ITEM_COLUMNS} FROM probes WHERE agent = $1 AND kind = 'probe' AND id = $2 \
+             AND requester = $3 ORDER BY seq DESC LIMIT 1"
+        ))
+        .bind(agent)
+        .bind(request_id)
+        .bind(requester)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(item_row))
+    }
+
+    /// Moves a probe from status `from` to `to`; false when it was not in
+    /// `from` (claims the SYN-ACK, and gives the claim back on a send failure).
+    pub async fn set_probe_status(&self, seq: i64, from: &str, to: &str) -> Result<bool> {
+        let n = sqlx::query("UPDATE probes SET status = $1 WHERE seq = $2 AND status = $3")
+            .bind(to)
+            .bind(seq)
+            .bind(from)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Releases probe `seq` (the ACK leg, §5.2.1) and queues `item` (kind
+    /// `release`) for its agent, in one transaction; a probe released
+    /// before is left alone and its route returned.
+    pub async fn release(
+        &self,
+        seq: i64,
+        via: &str,
+        item: &NewProbe,
+        now: i64,
+    ) -> Result<Released> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "UPDATE probes SET status = 'released', released_via = $1 \
+             WHERE seq = $2 AND kind = 'probe' AND status <> 'released'",
+        )
+        .bind(via)
+        .bind(seq)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            let via: Option<String> = sqlx::query("SELECT released_via FROM probes WHERE seq = $1")
+                .bind(seq)
+                .fetch_optional(&mut *tx)
+                .await?
+                .and_then(|r| r.get::<Option<String>, _>(0));
+            return Ok(Released::Already(via.unwrap_or_default()));
+        }
+        let new = insert_item(&mut tx, item, now).await?;
+        tx.commit().await?;
+        Ok(Released::Now(new))
+    }
+
+    /// Checks `send` against `rules` and records it, in one transaction
+    /// (serialized by a lock on the sequence row, on SQLite and Postgres
+    /// alike); a refused send records nothing.
+    pub async fn claim_send(
+        &self,
+        send: &NewSend,
+        rules: &SendRules,
+    ) -> Result<Result<(), SendLimit>> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE counters SET value = value WHERE name = 'probe_seq'")
+            .execute(&mut *tx)
+            .await?;
+        let now = send.at;
+        let row = sqlx::query("SELECT COUNT(*), MIN(at) FROM sends WHERE agent = $1 AND at > $2")
+            .bind(&send.agent)
+            .bind(now - DAY)
+            .fetch_one(&mut *tx)
+            .await?;
+        let (n, oldest): (i64, Option<i64>) = (row.get(0), row.get(1));
+        if n >= i64::from(rules.per_day) {
+            let retry_after = oldest.map_or(DAY, |o| o + DAY - now).max(1);
+            return Ok(Err(SendLimit::Daily { retry_after }));
+        }
+        if let Some(interval) = rules.probe_interval {
+            let last: Option<i64> = sqlx::query(
+                "SELECT MAX(at) FROM sends WHERE kind = 'probe' AND agent = $1 \
+                 AND addr_hash = $2 AND at > $3",
+            )
+            .bind(&send.agent)
+            .bind(&send.addr_hash)
+            .bind(now - interval)
+            .fetch_one(&mut *tx)
+            .await?
+            .get(0);
+            if let Some(last) = last {
+                return Ok(Err(SendLimit::Address {
+                    retry_after: (last + interval - now).max(1),
+                }));
+            }
+        }
+        if let Some(inv) = rules.invite {
+            let last = sqlx::query(
+                "SELECT status, at, status_at FROM sends WHERE kind = 'invite' AND agent = $1 \
+                 AND addr_hash = $2 ORDER BY at DESC LIMIT 1",
+            )
+            .bind(&send.agent)
+            .bind(&send.addr_hash)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(r) = last {
+                let (status, at, status_at): (String, i64, i64) = (r.get(0), r.get(1), r.get(2));
+                let until = match status.as_str() {
+                    "pending" if now < at + inv.pending_secs => {
+                        return Ok(Err(SendLimit::InvitePending));
+                    }
+                    "pending" => at + inv.pending_secs + inv.cooldown_secs,
+                    "declined" => status_at + inv.cooldown_secs,
+                    _ => now,
+                };
+                if now < until {
+                    return Ok(Err(SendLimit::Address {
+                        retry_after: until - now,
+                    }));
+                }
+            }
+            let row = sqlx::query(
+                "SELECT COUNT(*), MIN(at) FROM sends WHERE kind = 'invite' AND addr_hash = $1 \
+                 AND at > $2",
+            )
+            .bind(&send.addr_hash)
+            .bind(now - inv.global_window)
+            .fetch_one(&mut *tx)
+            .await?;
+            let (n, oldest): (i64, Option<i64>) = (row.get(0), row.get(1));
+            if n >= i64::from(inv.global_max) {
+                let retry_after = oldest.map_or(inv.global_window, |o| o + inv.global_window - now);
+                return Ok(Err(SendLimit::Address {
+                    retry_after: retry_after.max(1),
+                }));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO sends (kind, agent, addr_hash, ref_id, at, status, status_at, expires) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(send.kind)
+        .bind(&send.agent)
+        .bind(&send.addr_hash)
+        .bind(&send.ref_id)
+        .bind(send.at)
+        .bind(send.status)
+        .bind(send.at)
+        .bind(send.expires)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Ok(()))
+    }
+
+    /// Forgets a claimed send whose mail could not be handed over, so it
+    /// consumes no limit.
+    pub async fn unclaim_send(&self, send: &NewSend) -> Result<()> {
+        sqlx::query("DELETE FROM sends WHERE kind = $1 AND agent = $2 AND ref_id = $3 AND at = $4")
+            .bind(send.kind)
+            .bind(&send.agent)
+            .bind(&send.ref_id)
+            .bind(send.at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends an invite's pending state (§5.2.2): `accepted` or `declined`
+    /// (which starts the cooldown). Returns the status it had, or none when
+    /// the caller sent no such invite. Only a pending invite changes.
+    pub async fn set_invite_status(
+        &self,
+        agent: &str,
+        invite_id: &str,
+        status: &str,
+        now: i64,
+        keep_until: i64,
+    ) -> Result<Option<String>> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query(
+            "UPDATE sends SET status = $1, status_at = $2, \
+             expires = CASE WHEN expires < $3 THEN $3 ELSE expires END \
+             WHERE kind = 'invite' AND agent = $4 AND ref_id = $5 AND status = 'pending'",
+        )
+        .bind(status)
+        .bind(now)
+        .bind(keep_until)
+        .bind(agent)
+        .bind(invite_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            tx.commit().await?;
+            return Ok(Some("pending".into()));
+        }
+        let held: Option<String> = sqlx::query(
+            "SELECT status FROM sends WHERE kind = 'invite' AND agent = $1 AND ref_id = $2 \
+             ORDER BY at DESC LIMIT 1",
+        )
+        .bind(agent)
+        .bind(invite_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .map(|r| r.get(0));
+        Ok(held)
+    }
+
+    /// Whether the opt-out id `h` (hex `H`, `AddressKey::optout_id`) opted out.
+    pub async fn opted_out(&self, h: &str) -> Result<bool> {
+        Ok(sqlx::query("SELECT 1 FROM optouts WHERE addr_hash = $1")
+            .bind(h)
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some())
+    }
+
+    /// Records an opt-out (permanent; idempotent).
+    pub async fn record_optout(&self, hash: &str, now: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO optouts (addr_hash, at) VALUES ($1, $2) ON CONFLICT (addr_hash) DO NOTHING",
+        )
+        .bind(hash)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     /// Counts an event against a sliding window (`scope`, `key`) and
@@ -421,6 +714,7 @@ impl Store {
             ("DELETE FROM seen_ids WHERE expires <= $1", now),
             ("DELETE FROM request_nonces WHERE expires <= $1", now),
             ("DELETE FROM pending_registrations WHERE expires <= $1", now),
+            ("DELETE FROM sends WHERE expires <= $1", now),
             (
                 "DELETE FROM rate_events WHERE at <= $1",
                 now - longest_window,
@@ -434,6 +728,65 @@ impl Store {
         }
         Ok(n)
     }
+}
+
+const ITEM_COLUMNS: &str = "seq, received, mailbox, agent, kind, id, requester, sender, payload, \
+     auth, binding, ts, status, released_via";
+
+fn item_row(r: &sqlx::any::AnyRow) -> StoredProbe {
+    StoredProbe {
+        seq: r.get(0),
+        received: r.get(1),
+        probe: NewProbe {
+            mailbox: r.get(2),
+            agent: r.get(3),
+            kind: r.get(4),
+            id: r.get(5),
+            requester: r.get(6),
+            sender: r.get(7),
+            ts: r.get(11),
+            payload: r.get(8),
+            auth: r.get(9),
+            binding: r.get(10),
+        },
+        status: r.get(12),
+        released_via: r.get::<Option<String>, _>(13),
+    }
+}
+
+/// Queues one item under the next sequence number.
+async fn insert_item(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    p: &NewProbe,
+    now: i64,
+) -> Result<i64> {
+    let seq: i64 = sqlx::query(
+        "UPDATE counters SET value = value + 1 WHERE name = 'probe_seq' RETURNING value",
+    )
+    .fetch_one(&mut **tx)
+    .await?
+    .get(0);
+    sqlx::query(
+        "INSERT INTO probes (seq, mailbox, agent, kind, id, requester, sender, ts, received, \
+         expires, payload, auth, binding) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(seq)
+    .bind(&p.mailbox)
+    .bind(&p.agent)
+    .bind(&p.kind)
+    .bind(&p.id)
+    .bind(&p.requester)
+    .bind(&p.sender)
+    .bind(p.ts)
+    .bind(now)
+    .bind(now + PROBE_LIFETIME_SECS)
+    .bind(&p.payload)
+    .bind(&p.auth)
+    .bind(&p.binding)
+    .execute(&mut **tx)
+    .await?;
+    Ok(seq)
 }
 
 fn scope_name(s: LimitScope) -> &'static str {

@@ -40,6 +40,23 @@ pub struct AuthVerdicts {
     /// ARC is reported when present (`None` when the message has no ARC set
     /// or the source said nothing about it); it never changes the binding.
     pub arc: Option<Verdict>,
+    /// Verify mode: where the SPF identities came from (absent in trusted
+    /// mode, where the Authentication-Results speak).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spf_source: Option<SpfSource>,
+}
+
+/// Where verify mode took SPF's client IP, HELO and envelope sender
+/// (RFC 7208 §2.4) from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpfSource {
+    /// The gateway's own SMTP session.
+    Session,
+    /// The topmost `Received:` by a trusted host (RFC 5321 §4.4).
+    Received,
+    /// Nothing: SPF is `none`.
+    None,
 }
 
 impl AuthVerdicts {
@@ -53,6 +70,7 @@ impl AuthVerdicts {
             spf: Verdict::None,
             dmarc: Verdict::None,
             arc: None,
+            spf_source: None,
         }
     }
 
@@ -129,6 +147,10 @@ pub enum Refusal {
     /// The mailbox has no registered agent, or the payload is not for it.
     #[error("not for this mailbox")]
     NotForMailbox,
+    /// An `rdv/probe-echo` whose cookie is not the one of a stored probe
+    /// of this mailbox's agent from that requester (§5.2.1 ACK leg).
+    #[error("the echoed cookie does not match a probe")]
+    BadCookie,
 }
 
 impl Refusal {
@@ -150,6 +172,7 @@ impl Refusal {
             Refusal::Duplicate => "duplicate",
             Refusal::RateLimited(_) => "rate_limited",
             Refusal::NotForMailbox => "not_for_mailbox",
+            Refusal::BadCookie => "bad_cookie",
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Gate rules the corpus does not cover: invites, SYN-ACKs, the clock,
-//! limits through the whole gate, and a DNS server that never answers.
+//! Gate rules the corpus does not cover: invites, SYN-ACKs, echoes (the
+//! ACK leg by mail), the clock, limits through the whole gate, and a DNS
+//! server that never answers.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -100,6 +101,90 @@ async fn syn_ack_only_for_the_requesters_agent() {
     assert_eq!(
         run(&raw, None, &fresh()).await.unwrap_err(),
         Refusal::NotForMailbox
+    );
+}
+
+#[tokio::test]
+async fn echo_only_for_the_grantors_agent() {
+    let grantor = recipient_agent().id().clone();
+    let echo = mailblock::ProbeEcho::build(
+        ID,
+        &grantor,
+        "abcdefghijklmnopqrstuvwxyz",
+        t("2026-10-08T11:30:00Z"),
+        &requester(),
+    )
+    .unwrap();
+    let raw = compose(&echo, "john@doe.test", "rdv+a@gw.test", QP);
+    let a = run(&raw, Some(&grantor), &fresh()).await.unwrap();
+    assert_eq!(
+        (a.screened.kind_name(), a.screened.id.as_str()),
+        ("probe_echo", ID)
+    );
+    assert_eq!(&a.screened.requester, requester().id());
+    assert_eq!(
+        run(&raw, Some(&AgentKeyExt::other()), &fresh())
+            .await
+            .unwrap_err(),
+        Refusal::NotForMailbox
+    );
+    assert_eq!(
+        run(&raw, None, &fresh()).await.unwrap_err(),
+        Refusal::NotForMailbox
+    );
+    // The X-Rdv-Ack header must name the block's probe and requester.
+    let text = String::from_utf8(raw.clone()).unwrap();
+    let swapped = text.replace(&format!("id={ID}"), &format!("id={ID2}"));
+    assert!(matches!(
+        run(swapped.as_bytes(), Some(&grantor), &fresh())
+            .await
+            .unwrap_err(),
+        Refusal::MarkerMismatch(_)
+    ));
+    // An echo under a probe's marker is a mismatch too.
+    let marked = text.replace("Subject: [RDV-ACK]", "Subject: [RDV-PROBE]");
+    assert!(matches!(
+        run(marked.as_bytes(), Some(&grantor), &fresh())
+            .await
+            .unwrap_err(),
+        Refusal::MarkerMismatch(_)
+    ));
+    // Older than a probe lifetime: expired.
+    let old = mailblock::ProbeEcho::build(
+        ID,
+        &grantor,
+        "abcdefghijklmnopqrstuvwxyz",
+        t("2026-09-20T11:30:00Z"),
+        &requester(),
+    )
+    .unwrap();
+    let raw = compose(&old, "john@doe.test", "rdv+a@gw.test", QP);
+    assert_eq!(
+        run(&raw, Some(&grantor), &fresh()).await.unwrap_err(),
+        Refusal::Expired
+    );
+}
+
+/// RFC 8058 opt-out headers on an invite are not list traffic; List-Id is.
+#[tokio::test]
+async fn list_unsubscribe_is_not_list_traffic() {
+    let inv = Invite::build(
+        ID,
+        Some("john@doe.test"),
+        "tok",
+        t("2026-10-08T10:00:00Z"),
+        &requester(),
+    )
+    .unwrap();
+    let raw = compose(&inv, "john@doe.test", "alice@sender.test", QP);
+    let mut with = b"List-Unsubscribe: <mailto:optout+x@gw.test>, <https://gw.test/v1/optout/x>\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n".to_vec();
+    with.extend_from_slice(&raw);
+    run(&with, None, &fresh()).await.unwrap();
+    let mut list = b"List-Id: <club.doe.test>\r\n".to_vec();
+    list.extend_from_slice(&raw);
+    assert_eq!(
+        run(&list, None, &fresh()).await.unwrap_err(),
+        Refusal::ListTraffic
     );
 }
 

@@ -232,8 +232,10 @@ fn serve_end_to_end_quiet_and_graceful() {
         "the SMTP address is logged"
     );
     let secret = std::fs::read_to_string(dir.path().join("master-secret")).unwrap();
+    let address_key = std::fs::read_to_string(dir.path().join("address-key")).unwrap();
     for (what, s) in [
         ("master secret", secret.trim()),
+        ("address key", address_key.trim()),
         ("token", token.as_str()),
         ("token secret", token.rsplit('.').next().unwrap()),
         ("code", code.as_str()),
@@ -267,6 +269,10 @@ fn sample_config_parses() {
     assert_eq!(c.smtp_listen.map(|a| a.port()), Some(2525));
     assert_eq!(c.smtp_max_sessions, 64);
     assert_eq!(c.limits.per_sender.max, 10);
+    assert_eq!(
+        c.smtp_refusals,
+        rdv_probe_gateway::config::SmtpRefusals::Discard
+    );
     assert!(matches!(
         c.auth,
         rdv_probe_gateway::auth::AuthMode::Trusted { ref authserv_ids } if authserv_ids == &["mx.example.org"]
@@ -287,4 +293,6 @@ fn unknown_and_invalid_keys_refused() {
     assert!(Config::from_toml("smtp_tls_cert_file = \"/x.pem\"").is_err());
     assert!(Config::from_toml("previous_retired_at = \"2026-10-01T00:00:00Z\"").is_err());
     assert!(Config::from_toml("auth = \"verify\"").is_ok());
+    assert!(Config::from_toml("smtp_refusals = \"reject\"").is_ok());
+    assert!(Config::from_toml("smtp_refusals = \"bounce\"").is_err());
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use common::env::*;
 use common::*;
 use rdv_probe_gateway::auth::{Verifier, VerifyConfig};
+use rdv_probe_gateway::config::SmtpRefusals;
 use rdv_probe_gateway::gate::AuthBackend;
 use rdv_probe_gateway::smtp;
 use rdv_proto::mailblock::TransferEncoding;
@@ -115,7 +116,8 @@ async fn inbox(env: &mut Env) -> Vec<Value> {
 
 both!(probe_over_smtp_reaches_the_inbox);
 async fn probe_over_smtp_reaches_the_inbox(b: Backend) {
-    let mut env = Env::new(b, |_| {}).await;
+    // Bounces wanted: gate refusals are 550 with their code.
+    let mut env = Env::new(b, |c| c.smtp_refusals = SmtpRefusals::Reject).await;
     env.enroll(&recipient_agent(), MAILBOX).await;
     let (addr, stop) = listen(&env).await;
     let mut raw = format!(
@@ -189,6 +191,103 @@ async fn probe_over_smtp_reaches_the_inbox(b: Backend) {
     assert_eq!(code(&r[3]), 550, "{r:?}");
     assert!(r[3][1].as_str().unwrap().contains("to_hint"), "{r:?}");
     assert_eq!(inbox(&mut env).await.len(), 1, "refused mail is not queued");
+    let _ = stop.send(true);
+    env.teardown().await;
+}
+
+/// The Prometheus text through the router.
+async fn metrics_text(env: &Env) -> String {
+    let (st, v) = env
+        .send(
+            axum::http::Request::get("/metrics")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(st, 200);
+    v.as_str().unwrap().to_string()
+}
+
+/// A discarded refusal's counter value for `code` (0 when absent).
+fn discarded(metrics: &str, code: &str) -> u64 {
+    let key = format!("rdv_gateway_smtp_discarded_total{{refusal=\"{code}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+both!(gate_refusals_are_silent_by_default);
+/// §5.2.1 "Silence": by default (`smtp_refusals = "discard"`) a gate
+/// refusal is `250 2.0.0 OK` that names nothing and queues nothing, and is
+/// counted by its code; temporary failures stay 451, unknown recipients
+/// 550.
+async fn gate_refusals_are_silent_by_default(b: Backend) {
+    let mut env = Env::new(b, |c| c.limits.per_sender.max = 1).await;
+    assert_eq!(env.cfg.smtp_refusals, SmtpRefusals::Discard);
+    env.enroll(&recipient_agent(), MAILBOX).await;
+    let (addr, stop) = listen(&env).await;
+    let before = metrics_text(&env).await;
+    let mail = write_mail(&env, "probe.eml", &probe(ID));
+    let jane = write_mail(
+        &env,
+        "jane.eml",
+        &probe_mail(ID2, "jane@doe.test", SENDER, TS, TransferEncoding::Base64),
+    );
+    let third = write_mail(&env, "third.eml", &probe(ID3));
+    let r = client(
+        addr,
+        json!([
+            ["ehlo", "x.test"],
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", "RCPT TO:<john@doe.test>"],
+            ["data_file", mail],
+            // The same again: a duplicate.
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", "RCPT TO:<john@doe.test>"],
+            ["data_file", mail],
+            // to_hint names another mailbox.
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", "RCPT TO:<john@doe.test>"],
+            ["data_file", jane],
+            // Unknown recipients are still 550 (the MX says as much).
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", "RCPT TO:<nobody@doe.test>"],
+            ["cmd", "RSET"],
+            // Over the per-sender limit (1 a day): temporary, 451.
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", "RCPT TO:<john@doe.test>"],
+            ["data_file", third],
+        ]),
+    )
+    .await;
+    let codes: Vec<i64> = r.iter().map(code).collect();
+    assert_eq!(
+        codes,
+        [
+            250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 550, 250, 250, 250, 451
+        ],
+        "{r:?}"
+    );
+    assert!(r[3][1].as_str().unwrap().contains("Queued as 1"), "{r:?}");
+    for i in [6, 9] {
+        let text = r[i][1].as_str().unwrap();
+        assert_eq!(text, "2.0.0 OK", "a discarded refusal says nothing: {r:?}");
+    }
+    assert_eq!(
+        inbox(&mut env).await.len(),
+        1,
+        "discarded mail is not queued"
+    );
+    // Counted by refusal code (the recorder is shared by the tests of this
+    // process, so compare with the count before).
+    let after = metrics_text(&env).await;
+    for c in ["duplicate", "to_hint"] {
+        assert!(
+            discarded(&after, c) > discarded(&before, c),
+            "{c} not counted: {after}"
+        );
+    }
     let _ = stop.send(true);
     env.teardown().await;
 }

@@ -1,7 +1,7 @@
 //! Optional access tokens with per-topic read/write ACLs (issue #5): open by
 //! default for a community instance, `deny-all` selectable.
 
-use std::collections::HashMap;
+use subtle::ConstantTimeEq as _;
 
 use crate::config::{AuthConfig, DefaultAccess};
 
@@ -28,10 +28,39 @@ struct Acl {
 }
 
 /// The access rules.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Auth {
     default: DefaultAccess,
-    tokens: HashMap<String, Acl>,
+    tokens: Vec<(String, Acl)>,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the tokens themselves.
+        f.debug_struct("Auth")
+            .field("default", &self.default)
+            .field("tokens", &self.tokens.len())
+            .finish()
+    }
+}
+
+/// Why an MQTT CONNECT was refused (a stable code, for metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MqttDenied {
+    /// No password, or one that is not a known token.
+    Unauthorized,
+    /// A known token whose ACL is narrower than every topic: the embedded
+    /// broker cannot enforce per-topic ACLs, so it does not admit it.
+    NarrowAcl,
+}
+
+impl MqttDenied {
+    pub fn code(self) -> &'static str {
+        match self {
+            MqttDenied::Unauthorized => "mqtt_unauthorized",
+            MqttDenied::NarrowAcl => "mqtt_narrow_acl",
+        }
+    }
 }
 
 fn matches(pattern: &str, topic: &str) -> bool {
@@ -61,6 +90,39 @@ impl Auth {
         }
     }
 
+    /// The ACL of `token`, comparing in constant time against every
+    /// configured token (no early exit on a match).
+    fn acl_of(&self, token: &str) -> Option<&Acl> {
+        let mut found = None;
+        for (t, acl) in &self.tokens {
+            if bool::from(t.as_bytes().ct_eq(token.as_bytes())) {
+                found = Some(acl);
+            }
+        }
+        found
+    }
+
+    /// True if MQTT clients must authenticate: anything but an open
+    /// instance. The broker cannot tell a subscriber from a publisher at
+    /// CONNECT, so `read-only` needs a token on MQTT as `deny-all` does.
+    pub fn mqtt_requires_token(&self) -> bool {
+        self.default != DefaultAccess::ReadWrite
+    }
+
+    /// Admits an MQTT CONNECT whose password is `password` (the username is
+    /// ignored, as ntfy ignores it with a token). Only a token that may read
+    /// and write every topic (`*`) is admitted: rumqttd 0.20 has no
+    /// per-topic authorization hook, so a narrower ACL could not be held.
+    pub fn mqtt_connect(&self, password: &str) -> Result<(), MqttDenied> {
+        let acl = self.acl_of(password).ok_or(MqttDenied::Unauthorized)?;
+        let all = |l: &[String]| l.iter().any(|p| p == "*");
+        if all(&acl.read) && all(&acl.write) {
+            Ok(())
+        } else {
+            Err(MqttDenied::NarrowAcl)
+        }
+    }
+
     fn default_allows(&self, p: Perm) -> bool {
         match self.default {
             DefaultAccess::ReadWrite => true,
@@ -72,7 +134,7 @@ impl Auth {
     /// Checks `token` (if any) for `perm` on every topic.
     pub fn check(&self, token: Option<&str>, topics: &[String], perm: Perm) -> Result<(), Denied> {
         let acl = match token {
-            Some(t) => Some(self.tokens.get(t).ok_or(Denied::Unauthorized)?),
+            Some(t) => Some(self.acl_of(t).ok_or(Denied::Unauthorized)?),
             None => None,
         };
         for topic in topics {
@@ -146,10 +208,41 @@ mod tests {
             Err(Denied::Forbidden)
         );
         let ro = auth(DefaultAccess::ReadOnly);
+        assert!(ro.mqtt_requires_token());
+        assert!(a.mqtt_requires_token());
+        assert!(!auth(DefaultAccess::ReadWrite).mqtt_requires_token());
         assert_eq!(ro.check(None, &t("x"), Perm::Read), Ok(()));
         assert_eq!(
             ro.check(None, &t("x"), Perm::Write),
             Err(Denied::Unauthorized)
+        );
+    }
+
+    #[test]
+    fn mqtt_admits_only_known_all_topic_tokens() {
+        let a = Auth::new(&AuthConfig {
+            default_access: DefaultAccess::DenyAll,
+            tokens: vec![
+                TokenConfig {
+                    token: "tk_ops".into(),
+                    read: vec!["*".into()],
+                    write: vec!["*".into()],
+                },
+                TokenConfig {
+                    token: "tk_alice".into(),
+                    read: vec!["*".into()],
+                    write: vec!["alice*".into()],
+                },
+            ],
+        });
+        assert_eq!(a.mqtt_connect("tk_ops"), Ok(()));
+        assert_eq!(a.mqtt_connect("tk_alice"), Err(MqttDenied::NarrowAcl));
+        assert_eq!(a.mqtt_connect(""), Err(MqttDenied::Unauthorized));
+        assert_eq!(a.mqtt_connect("tk_op"), Err(MqttDenied::Unauthorized));
+        assert_eq!(a.mqtt_connect("tk_opsx"), Err(MqttDenied::Unauthorized));
+        assert!(
+            !format!("{a:?}").contains("tk_ops"),
+            "tokens stay out of logs"
         );
     }
 }

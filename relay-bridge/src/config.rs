@@ -4,8 +4,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -102,6 +100,10 @@ pub struct CacheConfig {
     /// How long messages stay cached (`12h`; at most the 7-day envelope
     /// ttl, SPEC §6.4). `0s` disables the cache.
     pub duration: String,
+    /// Shared-cache mode for bridges sharing one Postgres database: each
+    /// (topic, payload) is cached once (docs/relay-bridge.md). Refused with
+    /// SQLite.
+    pub shared: bool,
 }
 
 impl Default for CacheConfig {
@@ -110,6 +112,7 @@ impl Default for CacheConfig {
             data_dir: PathBuf::from("./data"),
             database_url: None,
             duration: "12h".into(),
+            shared: false,
         }
     }
 }
@@ -220,33 +223,31 @@ pub struct TokenConfig {
 }
 
 impl Config {
-    /// Defaults, then the TOML file (if any), then `RDV_BRIDGE_*`.
+    /// Defaults, then the TOML file (if any), then `RDV_BRIDGE_*`
+    /// (`RDV_BRIDGE_CONFIG` names the file, it is not a key).
     pub fn load(path: Option<&Path>) -> Result<Config> {
-        let mut fig = Figment::from(Serialized::defaults(Config::default()));
-        if let Some(p) = path {
-            if !p.exists() {
-                return Err(Error::Config(format!("{} does not exist", p.display())));
-            }
-            fig = fig.merge(Toml::file(p));
-        }
-        fig = fig.merge(Env::prefixed("RDV_BRIDGE_").split("__"));
-        let c: Config = fig.extract().map_err(|e| Error::Config(e.to_string()))?;
+        let c: Config = rdv_service_kit::config::load(&Config::default(), path, "RDV_BRIDGE_")
+            .map_err(|e| Error::Config(e.0))?;
         c.validate()?;
         Ok(c)
     }
 
     /// Parses TOML text alone (for tests of shipped samples).
     pub fn from_toml(text: &str) -> Result<Config> {
-        let c: Config = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::string(text))
-            .extract()
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let c: Config = rdv_service_kit::config::from_toml(&Config::default(), text)
+            .map_err(|e| Error::Config(e.0))?;
         c.validate()?;
         Ok(c)
     }
 
     pub fn validate(&self) -> Result<()> {
         self.cache.duration_secs()?;
+        if self.cache.shared && rdv_service_kit::db::is_sqlite(&self.cache.url()) {
+            return Err(Error::Config(
+                "cache.shared needs a Postgres cache.database_url (a SQLite file is one machine's)"
+                    .into(),
+            ));
+        }
         if self.limits.message_size_limit == 0 || self.limits.message_size_limit > 16 << 20 {
             return Err(Error::Config(
                 "limits.message_size_limit out of range".into(),
@@ -293,6 +294,17 @@ mod tests {
         assert!(Config::from_toml("[http]\nlisten = \"127.0.0.1:0\"\nbogus = 1\n").is_err());
         assert!(Config::from_toml("[cache]\nduration = \"8d\"\n").is_err());
         assert!(Config::from_toml("[cache]\nduration = \"7d\"\n").is_ok());
+        // Shared mode: Postgres only.
+        assert!(Config::from_toml("[cache]\nshared = true\n").is_err());
+        assert!(
+            Config::from_toml("[cache]\nshared = true\ndatabase_url = \"sqlite://x.db\"\n")
+                .is_err()
+        );
+        let c =
+            Config::from_toml("[cache]\nshared = true\ndatabase_url = \"postgres://db/bridge\"\n")
+                .unwrap();
+        assert!(c.cache.shared);
+        assert!(!Config::default().cache.shared);
         assert!(Config::from_toml("[mqtt]\nmode = \"external\"\n").is_err());
     }
 

@@ -13,6 +13,8 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("mqtt: {0}")]
     Mqtt(String),
+    #[error("the cache writer has stopped")]
+    CacheClosed,
     #[error("stored message is corrupt: {0}")]
     Corrupt(String),
 }

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod content;
 pub mod error;
 pub mod http;
 pub mod hub;

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use rdv_relay_bridge::config::Config;
 use rdv_relay_bridge::message::SystemClock;
+use rdv_service_kit::telemetry::LogFormat;
 
 /// The Rendezvous relay bridge: an ntfy-compatible HTTP API and an MQTT
 /// broker on one topic space, with a message cache (SPEC §6.3, §4.4).
@@ -27,12 +28,6 @@ enum Command {
     /// then these flags. Port 0 picks a free port; the bound addresses are
     /// printed on stdout as one JSON line and logged.
     Serve(ServeArgs),
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,6 +55,15 @@ struct ServeArgs {
     log_format: LogFormat,
 }
 
+/// rumqttd 0.20 logs per-connection client events at ERROR under the
+/// target `rumqttd::server::broker`: a probe or client that closes before
+/// CONNECT, a refused CONNECT, an ordinary DISCONNECT ("router-drop"), and a
+/// malformed first packet with its contents (attacker bytes in the log).
+/// That target is off by default; refusals are counted in `/metrics`, and a
+/// listener that fails to bind fails the start (`wait_listening`).
+/// `RUST_LOG` replaces the whole filter.
+const DEFAULT_LOG_FILTER: &str = "info,rumqttd=warn,rumqttd::server::broker=off";
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
@@ -68,15 +72,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rumqttd=warn"));
-    let sub = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match a.log_format {
-        LogFormat::Text => sub.init(),
-        LogFormat::Json => sub.json().init(),
-    }
+    rdv_service_kit::telemetry::init(a.log_format, DEFAULT_LOG_FILTER);
     let mut cfg = Config::load(a.config.as_deref()).context("loading config")?;
     if let Some(x) = a.http_listen {
         cfg.http.listen = x;
@@ -107,34 +103,11 @@ fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 "ws": b.mqtt.ws.map(|x| x.to_string()),
             })
         );
-        signal().await;
+        rdv_service_kit::shutdown::signal().await;
         tracing::info!("shutting down: draining subscribers");
         running.shutdown().await?;
         anyhow::Ok(())
     })?;
     // rumqttd's listener threads never return: leave without joining them.
     std::process::exit(0);
-}
-
-async fn signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(t) => t,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use crate::auth::Auth;
 use crate::config::MqttConfig;
 use crate::hub::{Draft, Hub, Item, Origin};
 use crate::{Error, Result, topic};
@@ -156,8 +157,13 @@ fn reserve(addr: SocketAddr) -> Result<SocketAddr> {
     l.local_addr().map_err(Error::from)
 }
 
-fn server(name: &str, listen: SocketAddr, limit: usize) -> rumqttd::ServerSettings {
-    rumqttd::ServerSettings {
+fn server(
+    name: &str,
+    listen: SocketAddr,
+    limit: usize,
+    auth: &Arc<Auth>,
+) -> rumqttd::ServerSettings {
+    let mut s = rumqttd::ServerSettings {
         name: name.to_owned(),
         listen,
         tls: None,
@@ -170,12 +176,29 @@ fn server(name: &str, listen: SocketAddr, limit: usize) -> rumqttd::ServerSettin
             external_auth: None,
             dynamic_filters: true,
         },
+    };
+    if auth.mqtt_requires_token() {
+        // CONNECT carries the token as its password (username: anything).
+        let auth = auth.clone();
+        s.set_auth_handler(move |_client_id, _user, password: String| {
+            let verdict = auth.mqtt_connect(&password);
+            if let Err(d) = verdict {
+                crate::metrics::refused(d.code());
+            }
+            std::future::ready(verdict.is_ok())
+        });
     }
+    s
 }
 
 /// Starts the embedded broker and the bridge link; returns where it listens.
 /// The broker's listeners run on threads of their own for the process's life.
-pub async fn start_embedded(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Result<MqttAddrs> {
+pub async fn start_embedded(
+    cfg: &MqttConfig,
+    limit: usize,
+    hub: Arc<Hub>,
+    auth: Arc<Auth>,
+) -> Result<MqttAddrs> {
     let mut addrs = MqttAddrs::default();
     let mut rc = rumqttd::Config {
         id: 0,
@@ -193,17 +216,26 @@ pub async fn start_embedded(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
     if let Some(a) = cfg.listen {
         let a = reserve(a)?;
         addrs.v4 = Some(a);
-        rc.v4 = Some(HashMap::from([("v4".to_owned(), server("v4", a, limit))]));
+        rc.v4 = Some(HashMap::from([(
+            "v4".to_owned(),
+            server("v4", a, limit, &auth),
+        )]));
     }
     if let Some(a) = cfg.listen_v5 {
         let a = reserve(a)?;
         addrs.v5 = Some(a);
-        rc.v5 = Some(HashMap::from([("v5".to_owned(), server("v5", a, limit))]));
+        rc.v5 = Some(HashMap::from([(
+            "v5".to_owned(),
+            server("v5", a, limit, &auth),
+        )]));
     }
     if let Some(a) = cfg.ws_listen {
         let a = reserve(a)?;
         addrs.ws = Some(a);
-        rc.ws = Some(HashMap::from([("ws".to_owned(), server("ws", a, limit))]));
+        rc.ws = Some(HashMap::from([(
+            "ws".to_owned(),
+            server("ws", a, limit, &auth),
+        )]));
     }
     if addrs == MqttAddrs::default() {
         return Err(Error::Config(
@@ -309,10 +341,16 @@ pub async fn start_embedded(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
     Ok(addrs)
 }
 
-/// Waits (bounded) until the broker accepts connections on `a`.
+/// Waits (bounded) until the broker listens on `a`. On Linux it reads the
+/// kernel's socket table instead of connecting: a probe connection that
+/// never sends CONNECT makes rumqttd log an ERROR at every start.
 async fn wait_listening(a: SocketAddr) -> Result<()> {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(a).await.is_ok() {
+    for _ in 0..400 {
+        let up = match listening_port(a.port()) {
+            Some(up) => up,
+            None => tokio::net::TcpStream::connect(a).await.is_ok(),
+        };
+        if up {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -320,6 +358,36 @@ async fn wait_listening(a: SocketAddr) -> Result<()> {
     Err(Error::Mqtt(format!(
         "embedded broker did not listen on {a}"
     )))
+}
+
+/// Whether a socket of this host listens on TCP `port` (`/proc/net/tcp`
+/// and `tcp6`, state `0A`); None where that table cannot be read.
+fn listening_port(port: u16) -> Option<bool> {
+    let mut readable = false;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        readable = true;
+        if listens_in(&text, port) {
+            return Some(true);
+        }
+    }
+    readable.then_some(false)
+}
+
+/// Parses one `/proc/net/tcp*` table: `sl local_address rem_address st …`,
+/// the local address as `HEXADDR:HEXPORT`.
+fn listens_in(table: &str, port: u16) -> bool {
+    table.lines().skip(1).any(|l| {
+        let mut f = l.split_whitespace();
+        let local = f.nth(1);
+        let state = f.nth(1);
+        let p = local
+            .and_then(|x| x.rsplit_once(':'))
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+        p == Some(port) && state == Some("0A")
+    })
 }
 
 /// Connects the bridge to an external broker (Mosquitto, EMQX) instead.
@@ -423,6 +491,21 @@ pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_net_tcp_listen_entries() {
+        let t = "  sl  local_address rem_address   st tx_queue rx_queue\n   \
+                 0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n   \
+                 1: 0100007F:0050 0100007F:9C40 01 00000000:00000000 00:00000000 00000000\n";
+        assert!(listens_in(t, 8080));
+        assert!(!listens_in(t, 80), "established, not listening");
+        assert!(!listens_in(t, 40000));
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = std_listener.local_addr().unwrap().port();
+        assert_eq!(listening_port(port), Some(true));
+        drop(std_listener);
+        assert_eq!(listening_port(port), Some(false));
+    }
 
     #[test]
     fn echo_filter_counts_copies() {

@@ -45,6 +45,8 @@ impl Running {
         }
         let r = (&mut self.http).await;
         self.housekeeping.abort();
+        // Everything already fanned out reaches the cache before it closes.
+        self.hub.flush().await;
         if let Some(store) = self.hub.store() {
             store.close().await;
         }
@@ -63,7 +65,7 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
         if cfg.cache.database_url.is_none() {
             std::fs::create_dir_all(&cfg.cache.data_dir)?;
         }
-        Some(Store::open(&cfg.cache.url()).await?)
+        Some(Store::open_with(&cfg.cache.url(), cfg.cache.shared).await?)
     } else {
         None
     };
@@ -80,9 +82,10 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
     );
     let limits = Limits::new(cfg.limits.clone(), clock.clone());
     let size_limit = cfg.limits.message_size_limit;
+    let auth = Arc::new(Auth::new(&cfg.auth));
     let mqtt = match cfg.mqtt.mode {
         MqttMode::Embedded => {
-            crate::mqtt::start_embedded(&cfg.mqtt, size_limit, hub.clone()).await?
+            crate::mqtt::start_embedded(&cfg.mqtt, size_limit, hub.clone(), auth.clone()).await?
         }
         MqttMode::External => {
             crate::mqtt::start_external(&cfg.mqtt, size_limit, hub.clone()).await?;
@@ -93,11 +96,16 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
     let state = AppState {
         hub: hub.clone(),
         limits: limits.clone(),
-        auth: Arc::new(Auth::new(&cfg.auth)),
+        auth,
         behind_proxy: cfg.http.behind_proxy,
     };
     let listener = tokio::net::TcpListener::bind(cfg.http.listen).await?;
     let http_addr = listener.local_addr()?;
+    // axum 0.8 leaves Nagle on: a stream's small events would wait for the
+    // subscriber's delayed ACK (~40 ms), far over the latency target.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |s| {
+        let _ = s.set_nodelay(true);
+    });
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let router = app(state);
     let http = tokio::spawn(async move {

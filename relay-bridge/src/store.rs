@@ -2,7 +2,6 @@
 //! one set of migrations and one test suite for both (through sqlx's `Any`).
 
 use sqlx::Row;
-use sqlx::any::{AnyPoolOptions, install_default_drivers};
 
 use crate::message::Message;
 use crate::since::Since;
@@ -18,54 +17,111 @@ pub const MAX_CATCH_UP: i64 = 20_000;
 pub struct Store {
     pool: sqlx::AnyPool,
     sqlite: bool,
+    shared: bool,
 }
 
 impl Store {
-    /// Connects and runs the migrations.
+    /// Connects and runs the migrations (a per-bridge cache).
     pub async fn open(url: &str) -> Result<Store> {
-        install_default_drivers();
-        let sqlite = url.starts_with("sqlite:");
-        let mut opts = AnyPoolOptions::new().max_connections(if sqlite { 1 } else { 8 });
-        if sqlite {
-            opts = opts.after_connect(|conn, _| {
-                Box::pin(async move {
-                    sqlx::query("PRAGMA journal_mode=WAL")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA synchronous=NORMAL")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA busy_timeout=5000")
-                        .execute(&mut *conn)
-                        .await?;
-                    Ok(())
-                })
-            });
+        Self::open_with(url, false).await
+    }
+
+    /// Connects and runs the migrations; `shared` stores each
+    /// (topic, payload) once, for bridges sharing one Postgres database
+    /// (refused with SQLite).
+    pub async fn open_with(url: &str, shared: bool) -> Result<Store> {
+        if shared && rdv_service_kit::db::is_sqlite(url) {
+            return Err(Error::Config(
+                "cache.shared needs a Postgres cache.database_url".into(),
+            ));
         }
-        let pool = opts.connect(url).await?;
-        MIGRATOR.run(&pool).await?;
-        Ok(Store { pool, sqlite })
+        let sqlite = rdv_service_kit::db::is_sqlite(url);
+        // SQLite in WAL mode: readers (catch-ups) need not queue behind the
+        // background writer's transaction; an in-memory database is one
+        // connection's, so it gets one.
+        let conns = match (sqlite, url.contains(":memory:")) {
+            (true, true) => 1,
+            (true, false) => 4,
+            _ => 8,
+        };
+        let pool = rdv_service_kit::db::connect(url, conns, &MIGRATOR).await?;
+        Ok(Store {
+            pool,
+            sqlite,
+            shared,
+        })
     }
 
     pub fn is_sqlite(&self) -> bool {
         self.sqlite
     }
 
-    /// Stores one message event.
+    /// Whether this is a shared cache (one row per topic and payload).
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// The content key written with `m`: set only in shared mode.
+    fn key_for(&self, m: &Message) -> Option<String> {
+        self.shared
+            .then(|| crate::content::content_key(&m.topic, &m.payload()))
+    }
+
+    /// Stores one message event (in shared mode, skipped if its topic and
+    /// payload are already cached).
     pub async fn insert(&self, m: &Message) -> Result<()> {
         let body = m.to_json();
-        sqlx::query(
-            "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(&m.id)
-        .bind(&m.topic)
-        .bind(m.key)
-        .bind(m.expires.unwrap_or(i64::MAX))
-        .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
-        .bind(body)
-        .execute(&self.pool)
-        .await?;
+        let sql = if self.shared {
+            "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
+        } else {
+            "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        };
+        sqlx::query(sql)
+            .bind(&m.id)
+            .bind(&m.topic)
+            .bind(m.key)
+            .bind(m.expires.unwrap_or(i64::MAX))
+            .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
+            .bind(body)
+            .bind(self.key_for(m))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Stores a batch of messages in one transaction. A message whose id is
+    /// already cached is skipped, so a retried batch writes nothing twice;
+    /// in shared mode so is one whose topic and payload are (whichever
+    /// bridge writes first wins).
+    pub async fn insert_batch(&self, ms: &[std::sync::Arc<Message>]) -> Result<()> {
+        // Shared mode: rows go in content-key order, so two bridges writing
+        // overlapping batches take the unique index's locks in one order
+        // (no deadlock between them on Postgres).
+        let mut rows: Vec<(Option<String>, &Message)> =
+            ms.iter().map(|m| (self.key_for(m), &**m)).collect();
+        if self.shared {
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        let mut tx = self.pool.begin().await?;
+        for (ck, m) in rows {
+            let body = m.to_json();
+            sqlx::query(
+                "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+            )
+            .bind(&m.id)
+            .bind(&m.topic)
+            .bind(m.key)
+            .bind(m.expires.unwrap_or(i64::MAX))
+            .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
+            .bind(body)
+            .bind(ck)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -125,7 +181,8 @@ impl Store {
             .collect()
     }
 
-    async fn key_of(&self, id: &str) -> Result<Option<i64>> {
+    /// The ordering key of the cached message `id`.
+    pub async fn key_of(&self, id: &str) -> Result<Option<i64>> {
         let row = sqlx::query("SELECT msg_key FROM rdv_bridge_messages WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)

@@ -561,3 +561,20 @@ async fn graceful_shutdown_drains_subscribers() {
     let (_, done) = p.finish();
     assert_eq!(done["count"], 0);
 }
+
+/// Stream events go out at once: `TCP_NODELAY` on accepted HTTP
+/// connections (axum 0.8 leaves it off). Without it a subscriber's small
+/// events wait on Nagle's algorithm for its delayed ACK (~40 ms; the MQTT →
+/// SSE rows of docs/benchmarks/relay-bridge.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_connections_set_tcp_nodelay() {
+    let b = Bridge::start(Backend::Sqlite, |_| {}).await;
+    let a = b.running.as_ref().unwrap().bound.http;
+    let c = std::net::TcpStream::connect(a).unwrap();
+    let mine = c.local_addr().unwrap().port();
+    let nodelay = tokio::task::spawn_blocking(move || common::server_side_nodelay(a.port(), mine))
+        .await
+        .unwrap();
+    assert!(nodelay, "accepted HTTP socket without TCP_NODELAY");
+    drop(c);
+}

@@ -379,3 +379,117 @@ async fn external_mosquitto_broker() {
     sse.finish();
     assert_eq!(poll(&b, "ext").len(), 3, "no echo copies were cached");
 }
+
+/// The embedded broker sends small publications at once: `TCP_NODELAY` on
+/// the sockets it accepts (vendor/rumqttd/PATCHES.md), on every listener.
+/// Without it a QoS 0 subscriber's publications wait on Nagle's algorithm
+/// for its delayed ACK (~40 ms; docs/benchmarks/relay-bridge.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_broker_sets_tcp_nodelay() {
+    let b = bridge().await;
+    let bound = b.running.as_ref().unwrap().bound.clone();
+    for a in [bound.mqtt.v4, bound.mqtt.v5, bound.mqtt.ws] {
+        let a = a.unwrap();
+        let c = std::net::TcpStream::connect(a).unwrap();
+        let mine = c.local_addr().unwrap().port();
+        let nodelay =
+            tokio::task::spawn_blocking(move || common::server_side_nodelay(a.port(), mine))
+                .await
+                .unwrap();
+        assert!(nodelay, "{a}: accepted socket without TCP_NODELAY");
+        drop(c);
+    }
+}
+
+fn mosquitto_pub(port: u16, extra: &[&str]) -> bool {
+    std::process::Command::new(tool("mosquitto_pub"))
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-q", "1"])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// With access tokens required (deny-all, read-only), MQTT CONNECT needs a
+/// token as its password, and only a token for every topic: the embedded
+/// broker cannot hold a narrower ACL, so it refuses it rather than ignore it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_connect_needs_an_all_topic_token_unless_open() {
+    use rdv_relay_bridge::config::{DefaultAccess, TokenConfig};
+    for default in [DefaultAccess::DenyAll, DefaultAccess::ReadOnly] {
+        let b = Bridge::start(Backend::Sqlite, |c| {
+            c.mqtt.mode = MqttMode::Embedded;
+            c.mqtt.listen = Some("127.0.0.1:0".parse().unwrap());
+            c.mqtt.listen_v5 = Some("127.0.0.1:0".parse().unwrap());
+            c.auth.default_access = default;
+            c.auth.tokens = vec![
+                TokenConfig {
+                    token: "tk_ops".into(),
+                    read: vec!["*".into()],
+                    write: vec!["*".into()],
+                },
+                TokenConfig {
+                    token: "tk_alice".into(),
+                    read: vec!["*".into()],
+                    write: vec!["alice*".into()],
+                },
+            ];
+        })
+        .await;
+        let v4 = b.mqtt_port();
+        let v5 = b.running.as_ref().unwrap().bound.mqtt.v5.unwrap().port();
+        for port in [v4, v5] {
+            let v = if port == v4 { "mqttv311" } else { "mqttv5" };
+            let base = ["-V", v, "-t", "alice1", "-m"];
+            assert!(
+                !mosquitto_pub(port, &[&base[..], &["anon"]].concat()),
+                "{default:?} anonymous"
+            );
+            assert!(
+                !mosquitto_pub(
+                    port,
+                    &[&base[..], &["bogus", "-u", "x", "-P", "nope"]].concat()
+                ),
+                "{default:?} unknown token"
+            );
+            assert!(
+                !mosquitto_pub(
+                    port,
+                    &[&base[..], &["narrow", "-u", "x", "-P", "tk_alice"]].concat()
+                ),
+                "{default:?} narrow token"
+            );
+            assert!(
+                mosquitto_pub(
+                    port,
+                    &[&base[..], &[v, "-u", "anyone", "-P", "tk_ops"]].concat()
+                ),
+                "{default:?} all-topic token"
+            );
+        }
+        let (code, body) = curl(&[
+            "-H",
+            "Authorization: Bearer tk_ops",
+            &format!("{}/alice1/json?poll=1", b.http()),
+        ]);
+        assert_eq!(code, 200);
+        let got: Vec<String> = lines(&body)
+            .iter()
+            .map(|m| m["message"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            got,
+            ["mqttv311", "mqttv5"],
+            "{default:?}: only the admitted publications"
+        );
+    }
+}
+
+/// An open instance (the default) admits anonymous MQTT clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_instance_admits_anonymous_mqtt() {
+    let b = bridge().await;
+    assert!(mosquitto_pub(b.mqtt_port(), &["-t", "anon", "-m", "hi"]));
+    assert_eq!(poll(&b, "anon").len(), 1);
+}

@@ -11,7 +11,11 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::Error;
+/// Why a configuration was refused: the file, the key and what is wrong
+/// with it, in figment's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
 
 /// Loads `T` from `defaults`, the file (which must exist when named) and
 /// the environment. `<env_prefix>CONFIG` names the file itself (the
@@ -21,25 +25,28 @@ pub fn load<T: Serialize + DeserializeOwned>(
     defaults: &T,
     file: Option<&Path>,
     env_prefix: &str,
-) -> Result<T, Error> {
+) -> Result<T, ConfigError> {
     let mut f = Figment::from(Serialized::defaults(defaults));
     if let Some(p) = file {
         if !p.exists() {
-            return Err(Error::Config(format!("{} does not exist", p.display())));
+            return Err(ConfigError(format!("{} does not exist", p.display())));
         }
         f = f.merge(Toml::file(p));
     }
     f.merge(Env::prefixed(env_prefix).ignore(&["CONFIG"]).split("__"))
         .extract()
-        .map_err(|e| Error::Config(e.to_string()))
+        .map_err(|e| ConfigError(e.to_string()))
 }
 
 /// Parses TOML text over `defaults` alone (sample configs, tests).
-pub fn from_toml<T: Serialize + DeserializeOwned>(defaults: &T, text: &str) -> Result<T, Error> {
+pub fn from_toml<T: Serialize + DeserializeOwned>(
+    defaults: &T,
+    text: &str,
+) -> Result<T, ConfigError> {
     Figment::from(Serialized::defaults(defaults))
         .merge(Toml::string(text))
         .extract()
-        .map_err(|e| Error::Config(e.to_string()))
+        .map_err(|e| ConfigError(e.to_string()))
 }
 
 #[cfg(test)]

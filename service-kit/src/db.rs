@@ -8,8 +8,6 @@ use sqlx::AnyPool;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
 
-use crate::Error;
-
 /// How long a SQLite connection waits for another writer before failing.
 pub const SQLITE_BUSY_TIMEOUT_MS: u32 = 5_000;
 
@@ -29,7 +27,7 @@ pub async fn connect(
     url: &str,
     max_connections: u32,
     migrator: &Migrator,
-) -> Result<AnyPool, Error> {
+) -> Result<AnyPool, sqlx::Error> {
     install_default_drivers();
     let sqlite = is_sqlite(url);
     let mut opts = AnyPoolOptions::new()
@@ -54,7 +52,10 @@ pub async fn connect(
         });
     }
     let pool = opts.connect(url).await?;
-    migrator.run(&pool).await?;
+    migrator
+        .run(&pool)
+        .await
+        .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
     Ok(pool)
 }
 

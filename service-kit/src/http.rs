@@ -37,14 +37,17 @@ pub async fn json_refusals(r: Response) -> Response {
         StatusCode::REQUEST_TIMEOUT => ("timeout", "the request took too long"),
         StatusCode::NOT_FOUND => ("not_found", "no such endpoint"),
         StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "method not allowed here"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ("unsupported_media_type", "send application/json"),
+        StatusCode::SERVICE_UNAVAILABLE => ("unavailable", "the service is unavailable"),
         s if s.is_server_error() => ("internal", "internal error"),
         _ => ("malformed", "the request is malformed"),
     };
+    // Keep the headers (`Allow`, `Retry-After`, CORS), not the body.
+    let (parts, _) = r.into_parts();
     let mut out = refusal(status, code, message);
-    // Keep what tells the client when to come back or what is allowed.
-    for h in [header::RETRY_AFTER, header::ALLOW] {
-        if let Some(v) = r.headers().get(&h) {
-            out.headers_mut().insert(h, v.clone());
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_LENGTH && name != header::CONTENT_TYPE {
+            out.headers_mut().append(name.clone(), value.clone());
         }
     }
     out

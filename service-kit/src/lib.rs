@@ -8,10 +8,7 @@
 pub mod clock;
 pub mod config;
 pub mod db;
-pub mod error;
 pub mod http;
 pub mod shutdown;
 pub mod telemetry;
 pub mod testing;
-
-pub use error::Error;

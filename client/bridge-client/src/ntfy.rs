@@ -19,6 +19,14 @@ pub const MAX_POLL: usize = 100_000;
 
 /// One ntfy message as subscribers receive it (the fields the agent needs;
 /// others, such as ntfy's attachments, are ignored).
+///
+/// The bridge writes the same JSON from its own type
+/// (`rdv_relay_bridge::message::Message`), on purpose not this one: a client
+/// reads any ntfy server, so it is lenient (`event` is any string: ntfy.sh
+/// also sends `poll_request`, `message_delete`, …; unknown fields are
+/// skipped), while the server emits three events from a closed enum and
+/// carries an internal ordering key and an OpenAPI schema the agent does not
+/// need. The test `wire_types_agree` (tests/ntfy.rs) fails when they drift.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub id: String,
@@ -37,6 +45,9 @@ pub struct Message {
     pub tags: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u8>,
+    /// The URL to open when the notification is clicked (ntfy's `click`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub click: Option<String>,
     /// `"base64"` when the body was not UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encoding: Option<String>,

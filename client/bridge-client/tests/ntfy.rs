@@ -120,3 +120,36 @@ fn async_stream_yields_messages() {
     });
     assert_eq!(rx.recv().unwrap().body().unwrap(), b"hello");
 }
+
+/// The bridge's message JSON and this client's type carry the same fields:
+/// every field the bridge writes is read, and written back unchanged.
+#[test]
+fn wire_types_agree() {
+    use rdv_relay_bridge::message::{Event, Message as Wire};
+    let mut full = Wire::with_body(
+        "AbCdEf012345".into(),
+        1_700_000_000_123_456,
+        "t-1".into(),
+        &[0, 0xff, 7],
+    );
+    full.expires = Some(1_700_043_200);
+    full.title = Some("T".into());
+    full.tags = Some(vec!["a".into(), "b".into()]);
+    full.priority = Some(4);
+    full.click = Some("https://example.com/".into());
+    let text = Wire::with_body("x".into(), 5_000_000, "t".into(), b"plain");
+    let open = Wire::control(Event::Open, "o1".into(), 9, &["a".into(), "b".into()]);
+    for w in [full, text, open] {
+        let json: serde_json::Value = serde_json::from_str(&w.to_json()).unwrap();
+        let m: rdv_bridge_client::Message = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json,
+            "a field is lost or renamed"
+        );
+        assert_eq!(m.event, w.event.as_str());
+        if m.is_message() {
+            assert_eq!(m.body().unwrap(), w.payload());
+        }
+    }
+}

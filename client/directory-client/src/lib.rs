@@ -9,6 +9,7 @@ pub(crate) mod dleq;
 pub mod error;
 #[cfg(feature = "http")]
 pub mod http;
+pub(crate) mod keymul;
 pub mod listing;
 pub mod lookup;
 pub mod oprf;

@@ -77,6 +77,28 @@ pub const PROBE_ACK_SUBJECT_MARKER: &str = "[RDV-PROBE-ACK]";
 pub const INVITE_SUBJECT_MARKER: &str = "[RDV-INVITE]";
 pub const PROBE_HEADER: &str = "X-Rdv-Probe";
 pub const INVITE_HEADER: &str = "X-Rdv-Invite";
+/// §5.2.1 ACK by mail (issue #4, docs/conformance.md): the requester echoes
+/// the SYN-ACK's cookie in an `rdv/probe-echo` under these markers.
+pub const ACK_SUBJECT_MARKER: &str = "[RDV-ACK]";
+pub const ACK_HEADER: &str = "X-Rdv-Ack";
+/// §5.2.2 (probe gateway, issue #4): HKDF info, under the never-rotated
+/// address key, of `k_optout`: an opt-out token's `H = HMAC(k_optout,
+/// canon(address))[..16]` (RFC 8058 `List-Unsubscribe`).
+pub const GW_OPTOUT_TOKEN_INFO: &[u8] = b"rdv1/gw/optout-token";
+/// §5.2.2 (probe gateway, issue #4): HKDF info, under the address key, of
+/// `k_tag`: an opt-out token's check `T = HMAC(k_tag, H)[..5]`.
+pub const GW_OPTOUT_TAG_INFO: &[u8] = b"rdv1/gw/optout-tag";
+/// §5.2.2 (probe gateway, issue #4): HKDF info, under the address key, of
+/// the key that hashes stored addresses (per-address send limits), so none
+/// is kept in the clear.
+pub const GW_ADDRESS_HASH_INFO: &[u8] = b"rdv1/gw/address-hash";
+/// Probe gateway API (docs/probe-gateway.md "Signed requests"): the header
+/// carrying an agent's signed request (lowercase; HTTP names are
+/// case-insensitive).
+pub const GW_AUTH_HEADER: &str = "x-rdv-auth";
+/// Probe gateway API (docs/probe-gateway.md "Signed requests"): the `type`
+/// of the signed document in [`GW_AUTH_HEADER`].
+pub const GW_REQUEST_TYPE: &str = "rdv/gw-request";
 /// §5.2.1: the fences around the machine part.
 pub const BLOCK_BEGIN: &str = "---BEGIN RDV/1---";
 pub const BLOCK_END: &str = "---END RDV/1---";

@@ -1,5 +1,5 @@
-//! The RDV/1 mail block (§5.2.1, §5.2.2): the probe, its SYN-ACK and the
-//! invite, carried as one line of canonical JSON fenced by
+//! The RDV/1 mail block (§5.2.1, §5.2.2): the probe, its SYN-ACK, the ACK's
+//! echoed cookie (`rdv/probe-echo`, docs/conformance.md) and the invite, carried as one line of canonical JSON fenced by
 //! `---BEGIN RDV/1---` / `---END RDV/1---` in a plain-text mail.
 //!
 //! Composing is pure (the Date and Message-ID are parameters). Extracting is
@@ -13,9 +13,9 @@ use time::format_description::well_known::Rfc2822;
 
 use crate::canon;
 use crate::consts::{
-    ADDRESS_MAX_LEN, BLOCK_BEGIN, BLOCK_END, BLOCK_MAX_BYTES, INVITE_HEADER, INVITE_SUBJECT_MARKER,
-    INVITE_TOKEN_MAX_LEN, MAIL_MAX_BYTES, MIME_LINE_MAX, PROBE_ACK_SUBJECT_MARKER,
-    PROBE_COOKIE_MAX_LEN, PROBE_HEADER, PROBE_SUBJECT_MARKER,
+    ACK_HEADER, ACK_SUBJECT_MARKER, ADDRESS_MAX_LEN, BLOCK_BEGIN, BLOCK_END, BLOCK_MAX_BYTES,
+    INVITE_HEADER, INVITE_SUBJECT_MARKER, INVITE_TOKEN_MAX_LEN, MAIL_MAX_BYTES, MIME_LINE_MAX,
+    PROBE_ACK_SUBJECT_MARKER, PROBE_COOKIE_MAX_LEN, PROBE_HEADER, PROBE_SUBJECT_MARKER,
 };
 use crate::doc::grant::Grant;
 use crate::doc::obj::{Obj, is_uuid};
@@ -29,13 +29,16 @@ use crate::time::{Instant, format_time};
 pub const PROBE_TYPE: &str = "rdv/probe";
 pub const PROBE_ACK_TYPE: &str = "rdv/probe-ack";
 pub const INVITE_TYPE: &str = "rdv/invite";
+/// The ACK leg by mail: the requester echoes the SYN-ACK's cookie (§5.2.1).
+pub const PROBE_ECHO_TYPE: &str = "rdv/probe-echo";
 
-/// Which of the three block payloads.
+/// Which of the block payloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockKind {
     Probe,
     ProbeAck,
     Invite,
+    ProbeEcho,
 }
 
 impl BlockKind {
@@ -44,9 +47,10 @@ impl BlockKind {
             Some(PROBE_TYPE) => Ok(Self::Probe),
             Some(PROBE_ACK_TYPE) => Ok(Self::ProbeAck),
             Some(INVITE_TYPE) => Ok(Self::Invite),
+            Some(PROBE_ECHO_TYPE) => Ok(Self::ProbeEcho),
             _ => Err(Error::shape(
                 "type",
-                "must be rdv/probe, rdv/probe-ack or rdv/invite",
+                "must be rdv/probe, rdv/probe-ack, rdv/probe-echo or rdv/invite",
             )),
         }
     }
@@ -57,6 +61,7 @@ impl BlockKind {
             Self::Probe => PROBE_SUBJECT_MARKER,
             Self::ProbeAck => PROBE_ACK_SUBJECT_MARKER,
             Self::Invite => INVITE_SUBJECT_MARKER,
+            Self::ProbeEcho => ACK_SUBJECT_MARKER,
         }
     }
 
@@ -66,6 +71,7 @@ impl BlockKind {
             Self::Probe => "bot discovery request - if you're a human, you can ignore this.",
             Self::ProbeAck => "bot discovery reply - sent by an AI agent, not a person.",
             Self::Invite => "an invitation to connect our assistants",
+            Self::ProbeEcho => "bot discovery confirmation - sent by an AI agent, not a person.",
         }
     }
 
@@ -76,6 +82,7 @@ impl BlockKind {
         match self {
             Self::Probe | Self::ProbeAck => PROBE_HEADER,
             Self::Invite => INVITE_HEADER,
+            Self::ProbeEcho => ACK_HEADER,
         }
     }
 
@@ -94,6 +101,11 @@ impl BlockKind {
                 "This invitation was sent by my AI assistant, on my behalf, using the \
                  Rendezvous protocol. If you use an assistant that speaks it, it can pick \
                  this up; otherwise, just reply to me."
+            }
+            Self::ProbeEcho => {
+                "This message is an automatic confirmation from an AI agent (Rendezvous \
+                 protocol) answering a bot discovery reply. It is meant for an agent, not \
+                 a person."
             }
         }
     }
@@ -125,12 +137,27 @@ pub struct Invite {
     pub hash: String,
 }
 
+/// A verified echo of a SYN-ACK's cookie: the ACK leg by mail (§5.2.1;
+/// docs/conformance.md), signed by the requester `from` for the grantor `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeEcho {
+    /// The probe's request id.
+    pub request_ref: String,
+    pub from: AgentId,
+    pub to: AgentId,
+    /// The cookie of the SYN-ACK, echoed.
+    pub cookie: String,
+    pub ts: Instant,
+    pub hash: String,
+}
+
 /// One block payload, verified.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockPayload {
     Probe(Box<Probe>),
     ProbeAck(Box<ProbeAck>),
     Invite(Invite),
+    ProbeEcho(ProbeEcho),
 }
 
 /// Verifies a block payload at `now`: unknown members refused, the nested
@@ -172,6 +199,56 @@ pub fn parse_payload(v: &Value, now: Instant, allow_ws: bool) -> Result<BlockPay
             Ok(BlockPayload::ProbeAck(Box::new(ProbeAck { grant, cookie })))
         }
         BlockKind::Invite => Invite::verify(v).map(BlockPayload::Invite),
+        BlockKind::ProbeEcho => ProbeEcho::verify(v).map(BlockPayload::ProbeEcho),
+    }
+}
+
+impl ProbeEcho {
+    /// Verifies the signature (by `from`, §4.6), then the shape, strictly.
+    pub fn verify(doc: &Value) -> Result<Self> {
+        let (mut o, from, hash) = crate::doc::open_signed(doc, "", "probe echo", "from", None)?;
+        o.version()?;
+        o.doc_type(PROBE_ECHO_TYPE)?;
+        let request_ref = o.uuid("request_ref")?.to_string();
+        let to = o.id("to")?;
+        let cookie = o.str("cookie")?;
+        if !token_ok(cookie, PROBE_COOKIE_MAX_LEN) {
+            return Err(o.err(
+                "cookie",
+                format!("must be 1 to {PROBE_COOKIE_MAX_LEN} printable ASCII characters"),
+            ));
+        }
+        let cookie = cookie.to_string();
+        let ts = o.time("ts")?;
+        o.deny_unknown()?;
+        Ok(Self {
+            request_ref,
+            from,
+            to,
+            cookie,
+            ts,
+            hash,
+        })
+    }
+
+    /// The signed echo, `from` being `key`'s (the requester's).
+    pub fn build(
+        request_ref: &str,
+        to: &AgentId,
+        cookie: &str,
+        ts: Instant,
+        key: &AgentKey,
+    ) -> Result<Value> {
+        let doc = json!({
+            "v": 1,
+            "type": PROBE_ECHO_TYPE,
+            "request_ref": request_ref,
+            "from": key.id().as_str(),
+            "to": to.as_str(),
+            "cookie": cookie,
+            "ts": format_time(ts),
+        });
+        sign::sign_value(doc, key)
     }
 }
 
@@ -437,6 +514,10 @@ fn header_ids(kind: BlockKind, payload: &Value) -> Result<(String, AgentId)> {
             )
         }
         BlockKind::Invite => (s(payload.get("id"), "id")?, s(payload.get("from"), "from")?),
+        BlockKind::ProbeEcho => (
+            s(payload.get("request_ref"), "request_ref")?,
+            s(payload.get("from"), "from")?,
+        ),
     };
     Ok((id, AgentId::parse(&from)?))
 }
@@ -603,12 +684,68 @@ mod tests {
         .unwrap()
     }
 
+    fn echo() -> Value {
+        ProbeEcho::build(REQ_ID, key(2).id(), "c00k1e", now(), &key(1)).unwrap()
+    }
+
     fn payloads() -> Vec<Value> {
         vec![
             probe_payload(&request(1)),
             probe_ack_payload(&grant(), "c00k1e"),
             invite(),
+            echo(),
         ]
+    }
+
+    #[test]
+    fn probe_echo_verifies_and_is_strict() {
+        match parse_payload(&echo(), now(), false).unwrap() {
+            BlockPayload::ProbeEcho(e) => {
+                assert_eq!(
+                    (e.request_ref.as_str(), &e.from, &e.to, e.cookie.as_str()),
+                    (REQ_ID, key(1).id(), key(2).id(), "c00k1e")
+                );
+            }
+            p => panic!("{p:?}"),
+        }
+        let err = |v: Value| parse_payload(&v, now(), false).unwrap_err();
+        let alter = |f: &dyn Fn(&mut Value)| {
+            let mut d = echo();
+            f(&mut d);
+            err(resign(&d, &key(1)).unwrap())
+        };
+        assert_eq!(
+            alter(&|d| d["x"] = json!(1)),
+            Error::UnknownField("x".into())
+        );
+        for (field, bad) in [
+            ("request_ref", json!("r-1")),
+            ("to", json!("rdv1:abc")),
+            ("cookie", json!("")),
+            ("cookie", json!("a b")),
+            ("cookie", json!("c".repeat(PROBE_COOKIE_MAX_LEN + 1))),
+            ("ts", json!("2026-10-08 00:00:00")),
+            ("v", json!(2)),
+        ] {
+            assert!(
+                matches!(alter(&|d| d[field] = bad.clone()), Error::Shape { field: f, .. } if f == field),
+                "{field}"
+            );
+        }
+        // Signed by another key than `from`: refused.
+        let mut d = echo();
+        d["cookie"] = json!("other");
+        assert_eq!(err(d), Error::BadSignature);
+        assert_eq!(err(resign(&echo(), &key(2)).unwrap()), Error::BadSignature);
+        // Composed: [RDV-ACK] and X-Rdv-Ack name the probe and the requester.
+        let raw = compose(&echo(), &params(TransferEncoding::QuotedPrintable)).unwrap();
+        let text = String::from_utf8(raw.clone()).unwrap();
+        assert!(text.contains(&format!(
+            "X-Rdv-Ack: v=1; id={REQ_ID}; from={}",
+            key(1).id()
+        )));
+        assert!(text.contains("Subject: [RDV-ACK] "));
+        assert_eq!(extract_block(&raw).unwrap(), echo());
     }
 
     #[test]
@@ -759,7 +896,10 @@ mod tests {
     }
 
     fn kind_is_long(p: &Value) -> bool {
-        BlockKind::of(p).unwrap() != BlockKind::Invite
+        matches!(
+            BlockKind::of(p).unwrap(),
+            BlockKind::Probe | BlockKind::ProbeAck
+        )
     }
 
     #[test]

@@ -641,11 +641,39 @@ fn mail_vectors() -> Result<Value> {
         let raw = compose(&payload, &p)?;
         mails.push(json!({"encoding": name, "message": String::from_utf8_lossy(&raw)}));
     }
+    // The ACK leg by mail (docs/conformance.md): the requester (seed 1)
+    // echoes the SYN-ACK's cookie to the grantor (seed 2).
+    let request_id = request["id"]
+        .as_str()
+        .ok_or_else(|| crate::Error::shape("vectors", "request id"))?;
+    let echo = crate::mailblock::ProbeEcho::build(
+        request_id,
+        key(2)?.id(),
+        "mfrggzdfmztwq2lknnwg23tpob4a",
+        parse_time("ts", "2026-10-08T00:20:00Z")?,
+        &key(1)?,
+    )?;
+    let echo_mail = compose(
+        &echo,
+        &MailParams {
+            from: "rdv+aaaaaaaaaa@gw.example.org",
+            to: "rdv+bbbbbbbbbb@gw.example.org",
+            date: parse_time("date", "2026-10-08T00:20:00Z")?,
+            message_id: "<ack-0001@gw.example.org>",
+            encoding: TransferEncoding::QuotedPrintable,
+            subject_line: None,
+            intro: None,
+        },
+    )?;
     Ok(json!({
-        "description": "§5.2.1: a mailbox probe as composed mail (CRLF line ends). Extracting the RDV/1 block from either message yields exactly `block` (one line of canonical JSON), whose `request` verifies as a contact request at `now`.",
+        "description": "§5.2.1: a mailbox probe as composed mail (CRLF line ends). Extracting the RDV/1 block from either message yields exactly `block` (one line of canonical JSON), whose `request` verifies as a contact request at `now`. `probe_echo` is the ACK leg by mail (docs/conformance.md): `message` yields exactly `block`, an rdv/probe-echo signed by `from` (seed 1) per §4.6.",
         "now": NOW,
         "block": canon::to_string(&payload)?,
         "messages": mails,
+        "probe_echo": {
+            "block": canon::to_string(&echo)?,
+            "message": String::from_utf8_lossy(&echo_mail),
+        },
     }))
 }
 
@@ -717,10 +745,22 @@ mod tests {
         }
     }
 
-    /// Both composed probe mails yield the same block.
+    /// Both composed probe mails yield the same block; the echo verifies.
     #[test]
     fn mail_vectors_extract() {
         let v = mail_vectors().unwrap();
+        let e = &v["probe_echo"];
+        let block =
+            crate::mailblock::extract_block(e["message"].as_str().unwrap().as_bytes()).unwrap();
+        assert_eq!(
+            canon::to_string(&block).unwrap(),
+            e["block"].as_str().unwrap()
+        );
+        let now = parse_time("now", "2026-10-08T00:30:00Z").unwrap();
+        assert!(matches!(
+            crate::mailblock::parse_payload(&block, now, false).unwrap(),
+            crate::mailblock::BlockPayload::ProbeEcho(_)
+        ));
         for m in v["messages"].as_array().unwrap() {
             let block =
                 crate::mailblock::extract_block(m["message"].as_str().unwrap().as_bytes()).unwrap();

@@ -13,7 +13,6 @@ use rdv_proto::doc::card::CardBuilder;
 use rdv_proto::time::{Instant, parse_time};
 use rdv_proto::{Address, AgentKey};
 use serde_json::Value;
-use sqlx::Connection;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -29,18 +28,14 @@ pub struct Env {
     pub cfg: Config,
     pub keyfile: KeyFile,
     pub dir: tempfile::TempDir,
-    pg: Option<(String, String)>,
+    pg: Option<PgTestDb>,
 }
 
 pub fn t0() -> Instant {
     parse_time("t", "2026-10-08T00:00:00Z").unwrap()
 }
 
-pub fn pg_admin_url() -> String {
-    std::env::var("RDV_TEST_POSTGRES_URL").expect(
-        "RDV_TEST_POSTGRES_URL is unset: Postgres tests need a server (scripts/pg-test-server prints a URL)",
-    )
-}
+pub use rdv_service_kit::testing::PgTestDb;
 
 impl Env {
     pub async fn new(backend: Backend, tweak: impl FnOnce(&mut Config)) -> Self {
@@ -54,19 +49,8 @@ impl Env {
                 None,
             ),
             Backend::Postgres => {
-                let admin = pg_admin_url();
-                let name = format!("rdv_dir_test_{}", hex::encode(rand_bytes::<8>()));
-                let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
-                c.close().await.unwrap();
-                let base = admin
-                    .rsplit_once('/')
-                    .map_or(admin.as_str(), |(b, _)| b)
-                    .to_string();
-                (format!("{base}/{name}"), Some((admin, name)))
+                let db = PgTestDb::create("rdv_dir_test").await.unwrap();
+                (db.url.clone(), Some(db))
             }
         };
         let mut cfg = Config {
@@ -114,13 +98,8 @@ impl Env {
             r.shutdown().await.unwrap();
             store.close().await;
         }
-        if let Some((admin, name)) = self.pg.take() {
-            let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .execute(&mut c)
-                .await
-                .unwrap();
-            c.close().await.unwrap();
+        if let Some(db) = self.pg.take() {
+            db.drop_db().await.unwrap();
         }
     }
 

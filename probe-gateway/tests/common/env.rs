@@ -14,12 +14,12 @@ use rdv_probe_gateway::config::Config;
 use rdv_probe_gateway::cookie::{CookieKeys, MasterSecret};
 use rdv_probe_gateway::gate::AuthBackend;
 use rdv_probe_gateway::http::{AppState, Deps, app};
-use rdv_probe_gateway::mailer::RecordingMailer;
+use rdv_probe_gateway::mailer::{OutboundMail, RecordingMailer};
 use rdv_probe_gateway::signed;
 use rdv_probe_gateway::store::Store;
 use rdv_proto::AgentKey;
+use rdv_service_kit::testing::PgTestDb;
 use serde_json::Value;
-use sqlx::Connection;
 use tower::ServiceExt;
 
 use super::{NOW, t};
@@ -36,17 +36,13 @@ pub struct Env {
     pub clock: Arc<ManualClock>,
     pub mailer: Arc<RecordingMailer>,
     entropy: Arc<CountingEntropy>,
+    /// The cookie keys of the next [`Env::restart`].
+    pub cookies: CookieKeys,
     pub cfg: Config,
     pub db_url: String,
     pub dir: tempfile::TempDir,
-    pg: Option<(String, String)>,
+    pg: Option<PgTestDb>,
     nonce: u64,
-}
-
-pub fn pg_admin_url() -> String {
-    std::env::var("RDV_TEST_POSTGRES_URL").expect(
-        "RDV_TEST_POSTGRES_URL is unset: Postgres tests need a server (scripts/pg-test-server prints a URL)",
-    )
 }
 
 pub fn secret() -> MasterSecret {
@@ -85,21 +81,8 @@ impl Env {
                 None,
             ),
             Backend::Postgres => {
-                let admin = pg_admin_url();
-                let mut r = [0u8; 8];
-                rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut r);
-                let name = format!("rdv_gw_test_{}", hex::encode(r));
-                let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
-                c.close().await.unwrap();
-                let base = admin
-                    .rsplit_once('/')
-                    .map_or(admin.as_str(), |(b, _)| b)
-                    .to_string();
-                (format!("{base}/{name}"), Some((admin, name)))
+                let db = PgTestDb::create("rdv_gw_test").await.unwrap();
+                (db.url.clone(), Some(db))
             }
         };
         let mut cfg = Config {
@@ -115,7 +98,14 @@ impl Env {
         let store = Store::connect(&db_url, 4).await.unwrap();
         let state = AppState::new(
             cfg.clone(),
-            deps(store, clock.clone(), mailer.clone(), entropy.clone(), auth),
+            deps(
+                store,
+                clock.clone(),
+                mailer.clone(),
+                entropy.clone(),
+                auth,
+                cookie_keys(),
+            ),
         );
         Self {
             router: app(state.clone()),
@@ -123,6 +113,7 @@ impl Env {
             clock,
             mailer,
             entropy,
+            cookies: cookie_keys(),
             cfg,
             db_url,
             dir,
@@ -133,6 +124,13 @@ impl Env {
 
     /// A new process on the same database: fresh state, fresh connections.
     pub async fn restart(&mut self) {
+        let m = self.mailer.clone();
+        self.restart_with_mailer(m).await;
+    }
+
+    /// [`Env::restart`] with another mailer (a failing one, say); the
+    /// recording mailer comes back with the next [`Env::restart`].
+    pub async fn restart_with_mailer(&mut self, mailer: Arc<dyn OutboundMail>) {
         self.state.store().close().await;
         let store = Store::connect(&self.db_url, 4).await.unwrap();
         self.state = AppState::new(
@@ -140,9 +138,10 @@ impl Env {
             deps(
                 store,
                 self.clock.clone(),
-                self.mailer.clone(),
+                mailer,
                 self.entropy.clone(),
                 trusted(),
+                self.cookies.clone(),
             ),
         );
         self.router = app(self.state.clone());
@@ -150,13 +149,8 @@ impl Env {
 
     pub async fn teardown(self) {
         self.state.store().close().await;
-        if let Some((admin, name)) = &self.pg {
-            let mut c = sqlx::PgConnection::connect(admin).await.unwrap();
-            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .execute(&mut c)
-                .await
-                .unwrap();
-            c.close().await.unwrap();
+        if let Some(db) = self.pg {
+            db.drop_db().await.unwrap();
         }
     }
 
@@ -250,9 +244,10 @@ pub fn raw_signed(method: &str, path: &str, body: &[u8], header: &str) -> Reques
 fn deps(
     store: Store,
     clock: Arc<ManualClock>,
-    mailer: Arc<RecordingMailer>,
+    mailer: Arc<dyn OutboundMail>,
     entropy: Arc<CountingEntropy>,
     backend: AuthBackend,
+    cookies: CookieKeys,
 ) -> Deps {
     Deps {
         store,
@@ -260,7 +255,7 @@ fn deps(
         entropy,
         mailer,
         backend,
-        cookies: cookie_keys(),
+        cookies,
     }
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod env;
+pub mod relay;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

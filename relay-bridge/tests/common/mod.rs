@@ -287,3 +287,49 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// Whether the server side of the in-process TCP connection from
+/// `client_port` to `server_port` has `TCP_NODELAY` (found among this
+/// process's own descriptors through `pidfd_getfd`). Waits, bounded, for the
+/// server to accept it and set its options (an accepted socket exists a
+/// moment before the server's setsockopt). Linux only.
+pub fn server_side_nodelay(server_port: u16, client_port: u16) -> bool {
+    use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
+    let me = pidfd_open(getpid(), PidfdFlags::empty()).unwrap();
+    let mut seen = false;
+    for _ in 0..200 {
+        for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+            let Some(n) = entry
+                .ok()
+                .and_then(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+            else {
+                continue;
+            };
+            let Ok(fd) = pidfd_getfd(&me, n, PidfdGetfdFlags::empty()) else {
+                continue;
+            };
+            let local = rustix::net::getsockname(&fd)
+                .ok()
+                .and_then(|a| std::net::SocketAddr::try_from(a).ok());
+            let peer = rustix::net::getpeername(&fd)
+                .ok()
+                .flatten()
+                .and_then(|a| std::net::SocketAddr::try_from(a).ok());
+            if let (Some(l), Some(p)) = (local, peer)
+                && l.port() == server_port
+                && p.port() == client_port
+            {
+                seen = true;
+                if rustix::net::sockopt::tcp_nodelay(&fd).unwrap() {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(
+        seen,
+        "no accepted socket from port {client_port} on port {server_port}"
+    );
+    false
+}

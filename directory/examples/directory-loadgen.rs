@@ -1,7 +1,7 @@
 //! Lookup latency under load, from a second process (issue #3 figures,
 //! docs/benchmarks/directory.md).
 //!
-//!     cargo run --release -p rdv-directory --example loadgen -- URL REQUESTS THREADS [MAX_SECS]
+//!     cargo run --release -p rdv-directory --example directory-loadgen -- URL REQUESTS THREADS [MAX_SECS]
 //!
 //! Sends at most REQUESTS lookups of one random bucket each from THREADS
 //! threads to a directory on loopback (other hosts are refused), stopping

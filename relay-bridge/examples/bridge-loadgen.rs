@@ -4,8 +4,8 @@
 //! docs/benchmarks/relay-bridge.md.
 //!
 //! ```sh
-//! cargo build --release -p rdv-relay-bridge --bin rdv-relay-bridge --example loadgen
-//! target/release/examples/loadgen --bridge target/release/rdv-relay-bridge
+//! cargo build --release -p rdv-relay-bridge --bin rdv-relay-bridge --example bridge-loadgen
+//! target/release/examples/bridge-loadgen --bridge target/release/rdv-relay-bridge
 //! ```
 #![allow(clippy::unwrap_used)]
 

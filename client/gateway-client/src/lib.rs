@@ -1,0 +1,18 @@
+//! Client of the Rendezvous probe and invite gateway (SPEC §5.2.1,
+//! §5.2.2; docs/probe-gateway.md): an agent proves a mailbox, reads the
+//! probes and invites the gateway admitted for it, and has the gateway
+//! mail its probes, SYN-ACKs, echoes and invites.
+//!
+//! `signed` builds the `X-Rdv-Auth` header (pure, with an injected clock
+//! and randomness), `wire` holds the JSON bodies, `sse` reads the inbox
+//! stream, `client` is the blocking HTTP client over them.
+
+pub mod client;
+pub mod error;
+pub mod signed;
+pub mod sse;
+pub mod wire;
+
+pub use client::{EventStream, GatewayClient, inbound_with};
+pub use error::{Error, Result};
+pub use wire::{InboxItem, InviteAnswer, ItemKind, ItemStatus, StreamEvent};

@@ -1,0 +1,385 @@
+//! The JSON bodies of the gateway API (docs/probe-gateway.md "HTTP API").
+//!
+//! Request bodies are this client's own shape: strict both ways. Answers
+//! come from a gateway that may be newer than this client, so an unknown
+//! member is kept (`extra`) rather than refused, while every known member
+//! is typed and a wrong type is refused.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /v1/register`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterBody {
+    pub mailbox: String,
+}
+
+/// `POST /v1/verify`. Holds the proof code: `Debug` hides it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyBody {
+    pub mailbox: String,
+    pub code: String,
+}
+
+impl std::fmt::Debug for VerifyBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifyBody")
+            .field("mailbox", &self.mailbox)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `POST /v1/send/probe`: the signed contact request (§5.1) the gateway
+/// mails as a probe (§5.2.1) to `to`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendProbeBody {
+    pub to: String,
+    pub request: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_mailbox: Option<String>,
+}
+
+/// `POST /v1/send/syn-ack`: the signed grant answering the probe at `seq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynAckBody {
+    pub seq: u64,
+    pub grant: Value,
+}
+
+/// `POST /v1/ack`: the probed side releases the probe at `seq` with the
+/// cookie the requester echoed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckBody {
+    pub seq: u64,
+    pub cookie: String,
+}
+
+/// `POST /v1/send/ack`: the requester's signed `rdv/probe-echo` for the
+/// SYN-ACK at `seq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendAckBody {
+    pub seq: u64,
+    pub echo: Value,
+}
+
+/// `POST /v1/send/invite`: the signed `rdv/invite` (§5.2.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendInviteBody {
+    pub to: String,
+    pub invite: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_mailbox: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The owner's answer to an invite (§5.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InviteAnswer {
+    Accepted,
+    Declined,
+}
+
+impl std::str::FromStr for InviteAnswer {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "accepted" => Ok(Self::Accepted),
+            "declined" => Ok(Self::Declined),
+            _ => Err("must be accepted or declined".into()),
+        }
+    }
+}
+
+/// `POST /v1/invites/{id}/status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InviteStatusBody {
+    pub status: InviteAnswer,
+}
+
+/// Members an answer carries that this client does not know.
+pub type Extra = BTreeMap<String, Value>;
+
+/// `POST /v1/register` answer (202).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Registered {
+    /// `code_sent`.
+    pub status: String,
+    pub mailbox: String,
+    /// When the code stops working (RFC 3339).
+    pub expires: String,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `POST /v1/verify` answer. The integration token is shown once and is a
+/// secret: `Debug` hides it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verified {
+    pub mailbox: String,
+    pub agent: String,
+    pub token: String,
+    /// The gateway's address for this mailbox (where the mail rule
+    /// forwards), when it has one.
+    #[serde(default)]
+    pub gateway_address: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl std::fmt::Debug for Verified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verified")
+            .field("mailbox", &self.mailbox)
+            .field("agent", &self.agent)
+            .field("gateway_address", &self.gateway_address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One mailbox this key proved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MailboxEntry {
+    pub mailbox: String,
+    #[serde(default)]
+    pub gateway_address: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `GET /v1/mailboxes` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mailboxes {
+    pub mailboxes: Vec<MailboxEntry>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// What an inbox item holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemKind {
+    /// A probe (SYN, §5.2.1) for one of our mailboxes.
+    Probe,
+    /// A SYN-ACK answering one of our probes.
+    ProbeAck,
+    /// An invite (§5.2.2).
+    Invite,
+    /// A requester's echo of our SYN-ACK's cookie (the ACK by mail).
+    ProbeEcho,
+    /// A probe of ours was released (the ACK landed).
+    Release,
+    /// A kind this client does not know yet.
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// Where a probe stands at the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemStatus {
+    Pending,
+    Answered,
+    Released,
+}
+
+/// One queued message (docs/probe-gateway.md "An inbox item"). Only
+/// `seq`, `received` and `kind` are in every item: a release carries the
+/// released probe's members instead of a payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InboxItem {
+    pub seq: u64,
+    /// When the gateway admitted it (RFC 3339).
+    pub received: String,
+    pub kind: ItemKind,
+    /// Our mailbox it arrived for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mailbox: Option<String>,
+    /// The probe's, SYN-ACK's or invite's id (a release names the probe
+    /// in `request_id`, kept in `extra`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<String>,
+    /// canon(From) of the mail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+    /// The verified RDV/1 block payload (peer-written: data, never
+    /// instructions, §5.6).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub payload: Value,
+    /// DKIM, SPF, DMARC verdicts.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub auth: Value,
+    /// `weak_mailbox_proof` or `needs_cookie`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// For a probe: the cookie the SYN-ACK carries (§5.2.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookie: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ItemStatus>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `GET /v1/inbox` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inbox {
+    pub items: Vec<InboxItem>,
+    /// The cursor for the next call (`after`).
+    pub next: u64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A `202 {"status": "sent", …}` answer of the send endpoints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sent {
+    /// `sent`.
+    pub status: String,
+    /// The id of what was sent (probe, invite), when the endpoint says.
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub to: Option<String>,
+    #[serde(default)]
+    pub seq: Option<u64>,
+    #[serde(default)]
+    pub message_id: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `POST /v1/ack` answer: the pending contact is released.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Released {
+    /// `released`.
+    pub status: String,
+    pub seq: u64,
+    pub request_id: String,
+    pub requester: String,
+    pub mailbox: String,
+    /// How the echo arrived (`api`, `mail`, …).
+    pub via: String,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A plain `{"status": …}` answer (invite status).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusAnswer {
+    pub status: String,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Every refusal: `{"error", "message", "retry_after"?}`; the inbound
+/// gate's refusals are `{"outcome": "refused", "refusal": code, …}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ErrorBody {
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub refusal: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+}
+
+/// One server-sent event of `GET /v1/inbox/stream`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamEvent {
+    /// `probe`, `release`, … (`message` when the server named none).
+    pub event: String,
+    /// The `id:` line: the item's seq, the stream's resume cursor.
+    pub id: Option<String>,
+    /// The `data:` lines, parsed as JSON.
+    pub data: Value,
+}
+
+impl StreamEvent {
+    /// The data as an inbox item.
+    pub fn item(&self) -> Result<InboxItem, serde_json::Error> {
+        serde_json::from_value(self.data.clone())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(extra: Value) -> Result<InboxItem, serde_json::Error> {
+        let mut v = json!({"seq": 7, "received": "2026-10-08T12:00:00Z", "kind": "probe"});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v)
+    }
+
+    #[test]
+    fn items_keep_unknown_members_and_refuse_wrong_known_ones() {
+        let it = item(json!({"status": "pending", "later": [1]})).unwrap();
+        assert_eq!(it.status, Some(ItemStatus::Pending));
+        assert_eq!(it.extra["later"], json!([1]));
+        // Round trip: the CLI prints what the gateway sent.
+        assert_eq!(serde_json::to_value(&it).unwrap()["later"], json!([1]));
+        let it = item(json!({"kind": "probe_echo"})).unwrap();
+        assert_eq!(it.kind, ItemKind::ProbeEcho);
+        let it = item(json!({"kind": "something_new"})).unwrap();
+        assert_eq!(it.kind, ItemKind::Other("something_new".into()));
+        assert!(item(json!({"status": "lost"})).is_err());
+        assert!(item(json!({"seq": -1})).is_err());
+        assert!(item(json!({"cookie": 5})).is_err());
+        assert!(item(json!({"kind": 1})).is_err());
+    }
+
+    #[test]
+    fn request_bodies_are_strict_and_secrets_stay_out_of_debug() {
+        let b = VerifyBody {
+            mailbox: "bob@b.test".into(),
+            code: "k3j9x2ab".into(),
+        };
+        assert!(!format!("{b:?}").contains("k3j9x2ab"));
+        assert_eq!(
+            serde_json::to_value(&b).unwrap(),
+            json!({"mailbox": "bob@b.test", "code": "k3j9x2ab"})
+        );
+        assert!(
+            serde_json::from_value::<AckBody>(json!({"seq": 1, "cookie": "c", "x": 1})).is_err()
+        );
+        // Absent options are left out, not sent as null.
+        let p = SendProbeBody {
+            to: "bob@b.test".into(),
+            request: json!({}),
+            from_mailbox: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"to": "bob@b.test", "request": {}})
+        );
+        assert_eq!(
+            serde_json::to_value(InviteStatusBody {
+                status: InviteAnswer::Declined
+            })
+            .unwrap(),
+            json!({"status": "declined"})
+        );
+        assert!("maybe".parse::<InviteAnswer>().is_err());
+    }
+}
