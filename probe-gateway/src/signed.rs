@@ -8,11 +8,10 @@
 //! remembered past the window, so a replay is refused (§5.4).
 
 use rdv_proto::AgentId;
-use rdv_proto::AgentKey;
 use rdv_proto::doc::obj::Obj;
-use rdv_proto::encoding::{base64, base64_decode};
-use rdv_proto::time::{Instant, format_time};
-use serde_json::{Value, json};
+use rdv_proto::encoding::base64_decode;
+use rdv_proto::time::Instant;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The header carrying the signed request and the document type, defined
@@ -63,28 +62,9 @@ fn body_hash(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
 
-/// Signs a request (the agent side; tests and the future client).
-pub fn sign(
-    key: &AgentKey,
-    method: &str,
-    path_and_query: &str,
-    body: &[u8],
-    id: &str,
-    ts: Instant,
-) -> Result<String, rdv_proto::Error> {
-    let doc = json!({
-        "type": REQUEST_TYPE,
-        "v": 1,
-        "agent": key.id().as_str(),
-        "method": method,
-        "path": path_and_query,
-        "id": id,
-        "ts": format_time(ts),
-        "body": body_hash(body),
-    });
-    let signed = rdv_proto::sign::sign_value(doc, key)?;
-    Ok(base64(&rdv_proto::canon::to_vec(&signed)?))
-}
+/// Signs a request (the agent side): the core builds it, for this crate's
+/// tests and the gateway client alike.
+pub use rdv_proto::doc::gw_request::header_value as sign;
 
 /// Verifies the header value against the request and the clock. The
 /// caller still has to claim the id ([`crate::store::Store::claim_nonce`]).
@@ -132,6 +112,8 @@ pub fn verify(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use rdv_proto::AgentKey;
+    use rdv_proto::encoding::base64;
     use time::macros::datetime;
 
     const ID: &str = "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f";

@@ -8,10 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rand_core::RngCore;
 use rdv_proto::AgentKey;
-use rdv_proto::encoding::base64;
-use rdv_proto::time::{Instant, format_time};
-use serde_json::json;
-use sha2::{Digest, Sha256};
+use rdv_proto::time::Instant;
 
 use crate::error::Result;
 
@@ -31,18 +28,14 @@ pub fn auth_header(
     id: &str,
     ts: Instant,
 ) -> Result<String> {
-    let doc = json!({
-        "type": REQUEST_TYPE,
-        "v": 1,
-        "agent": key.id().as_str(),
-        "method": method,
-        "path": path_and_query,
-        "id": id,
-        "ts": format_time(ts),
-        "body": hex::encode(Sha256::digest(body)),
-    });
-    let signed = rdv_proto::sign::sign_value(doc, key)?;
-    Ok(base64(&rdv_proto::canon::to_vec(&signed)?))
+    Ok(rdv_proto::doc::gw_request::header_value(
+        key,
+        method,
+        path_and_query,
+        body,
+        id,
+        ts,
+    )?)
 }
 
 /// A random (version 4) UUID in the lowercase hyphenated form §5.1 pins.

@@ -13,6 +13,7 @@ use std::time::Duration;
 use rdv_relay_bridge::config::{Config, MqttMode};
 use rdv_relay_bridge::message::{Clock, SystemClock};
 use rdv_relay_bridge::serve::{Running, start};
+use rdv_service_kit::testing::PgTestDb;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -24,7 +25,7 @@ pub enum Backend {
 pub struct Db {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
-    pg: Option<(String, String)>,
+    pg: Option<PgTestDb>,
 }
 
 impl Db {
@@ -43,22 +44,11 @@ impl Db {
                 }
             }
             Backend::Postgres => {
-                let admin = std::env::var("RDV_TEST_POSTGRES_URL").expect(
-                    "RDV_TEST_POSTGRES_URL is unset: Postgres tests need a server \
-                     (e.g. postgres://postgres@127.0.0.1:55432/postgres; scripts/pg-test-server starts one)",
-                );
-                let name = format!("rdv_bridge_test_{:016x}", rand::random::<u64>());
-                use sqlx::Connection as _;
-                let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
-                let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap();
+                let db = PgTestDb::create("rdv_bridge_test").await.unwrap();
                 Db {
-                    url: format!("{base}/{name}"),
+                    url: db.url.clone(),
                     _dir: None,
-                    pg: Some((admin, name)),
+                    pg: Some(db),
                 }
             }
         }
@@ -67,21 +57,15 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
-        if let Some((admin, name)) = self.pg.take() {
+        if let Some(db) = self.pg.take() {
+            // Drop runs inside the tests' runtime: drop the database from a
+            // thread of its own.
             let _ = std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .unwrap();
-                rt.block_on(async {
-                    use sqlx::Connection as _;
-                    if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                        let _ =
-                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                                .execute(&mut c)
-                                .await;
-                    }
-                });
+                let _ = rt.block_on(db.drop_db());
             })
             .join();
         }

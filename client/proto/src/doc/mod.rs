@@ -21,6 +21,7 @@ pub mod card_update;
 pub mod grant;
 pub mod group;
 pub mod group_msg;
+pub mod gw_request;
 pub mod obj;
 pub mod request;
 pub mod restored;
