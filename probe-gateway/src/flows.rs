@@ -157,8 +157,11 @@ pub fn new_tag(entropy: &dyn Entropy) -> String {
 /// Whom an SMTP recipient names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recipient {
-    /// A proved mailbox (canonical), by its own address or its gateway address.
+    /// A proved mailbox (canonical), by its own address.
     Mailbox(String),
+    /// A proved mailbox (canonical), by its gateway address `rdv+<tag>@…`:
+    /// forwarding confirmations are taken here only (`forwarding`).
+    Gateway(String),
     /// `optout+TOKEN@<mail_domain>`: the opt-out id the token carries.
     OptOut(OptOutId),
 }
@@ -188,7 +191,7 @@ pub async fn resolve_recipient(s: &AppState, rcpt: &str) -> Result<Option<Recipi
                 .store
                 .tag_mailbox(tail)
                 .await?
-                .map(Recipient::Mailbox));
+                .map(Recipient::Gateway));
         }
         if base == OPTOUT_LOCAL {
             return Ok(s

@@ -390,7 +390,7 @@ fn check_auto_submitted(msg: &Message<'_>) -> Result<(), Refusal> {
     }
 }
 
-fn single_from(msg: &Message<'_>) -> Result<Address, Refusal> {
+pub(crate) fn single_from(msg: &Message<'_>) -> Result<Address, Refusal> {
     if msg
         .headers()
         .iter()

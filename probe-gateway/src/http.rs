@@ -420,6 +420,43 @@ impl AppState {
         self.deliver_logged(mailbox, raw, None, true).await
     }
 
+    /// [`AppState::deliver`] of SMTP mail to `mailbox`'s gateway address:
+    /// an unmarked message may be the provider's forwarding confirmation
+    /// (`forwarding`; never for the mailbox itself, never over HTTP).
+    /// Returns the queued item's seq. Logged and counted by outcome code.
+    pub async fn deliver_gateway(
+        &self,
+        mailbox: &str,
+        raw: &[u8],
+        session: Option<&crate::auth::SmtpSession>,
+    ) -> Result<i64, Delivery> {
+        let first = self.deliver_inner(mailbox, raw, session, false).await;
+        if !matches!(first, Err(Delivery::Refused(GateRefusal::NoMarker))) {
+            log_inbound(&first, session.is_some());
+            return first.map(|d| d.seq);
+        }
+        let out = crate::forwarding::deliver(self, mailbox, raw, session, self.now()).await;
+        match &out {
+            Ok(seq) => {
+                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
+                    .increment(1);
+                tracing::info!(
+                    kind = crate::forwarding::KIND,
+                    seq,
+                    smtp = true,
+                    "inbound admitted"
+                );
+            }
+            Err(Delivery::Refused(r)) => {
+                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
+                    .increment(1);
+                tracing::info!(refusal = r.code(), smtp = true, "inbound refused");
+            }
+            Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
+        }
+        out
+    }
+
     async fn deliver_logged(
         &self,
         mailbox: &str,
@@ -428,28 +465,7 @@ impl AppState {
         pushed: bool,
     ) -> Result<Delivered, Delivery> {
         let out = self.deliver_inner(mailbox, raw, session, pushed).await;
-        match &out {
-            Ok(d) => {
-                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
-                    .increment(1);
-                tracing::info!(
-                    kind = d.admitted.screened.kind_name(),
-                    seq = d.seq,
-                    smtp = session.is_some(),
-                    "inbound admitted"
-                );
-            }
-            Err(Delivery::Refused(r)) => {
-                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
-                    .increment(1);
-                tracing::info!(
-                    refusal = r.code(),
-                    smtp = session.is_some(),
-                    "inbound refused"
-                );
-            }
-            Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
-        }
+        log_inbound(&out, session.is_some());
         out
     }
 
@@ -526,6 +542,29 @@ impl AppState {
         };
         let _ = s.notify.send(probe.agent);
         Ok(Delivered { admitted, seq })
+    }
+}
+
+/// Counts and logs one inbound outcome: kind and seq, or the refusal code;
+/// never content.
+fn log_inbound(out: &Result<Delivered, Delivery>, smtp: bool) {
+    match out {
+        Ok(d) => {
+            metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
+                .increment(1);
+            tracing::info!(
+                kind = d.admitted.screened.kind_name(),
+                seq = d.seq,
+                smtp,
+                "inbound admitted"
+            );
+        }
+        Err(Delivery::Refused(r)) => {
+            metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
+                .increment(1);
+            tracing::info!(refusal = r.code(), smtp, "inbound refused");
+        }
+        Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
     }
 }
 
@@ -781,10 +820,11 @@ fn cursor(uri: &Uri) -> Result<Cursor, ApiRefusal> {
 
 /// One delivered message: the verified payload, verdicts, binding and,
 /// for a probe, its status and the cookie the agent returns in its SYN-ACK
-/// (§5.2.1); or a release (the ACK leg landed).
+/// (§5.2.1); a release (the ACK leg landed); or a forwarding confirmation
+/// (`code`, `provider`, `mailbox`: docs/probe-gateway.md "Mail flows").
 pub(crate) fn item(s: &AppState, p: &StoredProbe) -> Value {
     let q = &p.probe;
-    if q.kind == crate::flows::RELEASE_KIND {
+    if q.kind == crate::flows::RELEASE_KIND || q.kind == crate::forwarding::KIND {
         let mut v = serde_json::from_str::<Value>(&q.payload).unwrap_or_else(|_| json!({}));
         v["seq"] = json!(p.seq);
         v["received"] = json!(from_unix(p.received).map(format_time).unwrap_or_default());
@@ -848,8 +888,9 @@ async fn inbox(
     Ok(Json(json!({"items": items, "next": next})).into_response())
 }
 
-/// The same queue as server-sent events (`event: probe`, or `event:
-/// release` for a release, `id: <seq>`); a `ready` comment comes first,
+/// The same queue as server-sent events (`event: probe`, `event: release`
+/// for a release, `event: forwarding_confirmation` for a forwarding
+/// confirmation; `id: <seq>`); a `ready` comment comes first,
 /// once the stream is subscribed.
 #[utoipa::path(get, path = "/v1/inbox/stream",
     params(("after" = Option<i64>, Query),
@@ -883,10 +924,10 @@ async fn stream(
     let events = futures_util::stream::unfold(st, |mut st| async move {
         loop {
             if let Some(p) = st.buf.pop_front() {
-                let name = if p.probe.kind == crate::flows::RELEASE_KIND {
-                    "release"
-                } else {
-                    "probe"
+                let name = match p.probe.kind.as_str() {
+                    crate::flows::RELEASE_KIND => "release",
+                    crate::forwarding::KIND => crate::forwarding::KIND,
+                    _ => "probe",
                 };
                 let ev = Event::default()
                     .event(name)

@@ -16,6 +16,7 @@ pub mod config;
 pub mod cookie;
 pub mod error;
 pub mod flows;
+pub mod forwarding;
 pub mod gate;
 pub mod http;
 pub mod limits;

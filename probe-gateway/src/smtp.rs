@@ -3,7 +3,8 @@
 //!
 //! Commands are parsed by `smtp-proto`; the session state machine is ours
 //! (RFC 5321): EHLO/HELO, MAIL FROM, one RCPT TO (a registered mailbox, its
-//! gateway address, or an opt-out address: `flows::resolve_recipient`),
+//! gateway address, or an opt-out address: `flows::resolve_recipient`; a
+//! gateway address also takes forwarding confirmations, `forwarding`),
 //! DATA with dot-unstuffing, RSET, NOOP, VRFY (252), QUIT. Bounds: command
 //! lines of [`MAX_LINE`] bytes, `SIZE` advertised and enforced while DATA is
 //! read (nothing past the bound is kept), a timeout per command line and per
@@ -405,15 +406,24 @@ impl Session<'_> {
                             self.reply(r).await?;
                         }
                         Ok(Data::Complete) => {
-                            let Recipient::Mailbox(rcpt) = rcpt else {
-                                continue;
-                            };
                             let session = SmtpSession {
                                 client_ip: self.client_ip,
                                 helo: helo.clone().unwrap_or_default(),
                                 mail_from,
                             };
-                            let out = self.state.deliver(&rcpt, &raw, Some(&session)).await;
+                            let out = match &rcpt {
+                                Recipient::Mailbox(mb) => self
+                                    .state
+                                    .deliver(mb, &raw, Some(&session))
+                                    .await
+                                    .map(|d| d.seq),
+                                // Its gateway address: forwarding
+                                // confirmations too (crate::forwarding).
+                                Recipient::Gateway(mb) => {
+                                    self.state.deliver_gateway(mb, &raw, Some(&session)).await
+                                }
+                                Recipient::OptOut(_) => continue,
+                            };
                             drop(raw);
                             let r = data_reply(&out, self.bounds.refusals);
                             self.reply(&r).await?;
@@ -513,9 +523,9 @@ impl Session<'_> {
 /// `250` and the message is dropped (counted by code, logged with the code
 /// only), so no bounce tells an unknown sender a gateway is there.
 /// Temporary failures stay 451, an unknown recipient 550 in both modes.
-fn data_reply(out: &Result<crate::http::Delivered, Delivery>, mode: SmtpRefusals) -> String {
+fn data_reply(out: &Result<i64, Delivery>, mode: SmtpRefusals) -> String {
     match out {
-        Ok(d) => format!("250 2.0.0 Queued as {}", d.seq),
+        Ok(seq) => format!("250 2.0.0 Queued as {seq}"),
         Err(Delivery::Refused(r)) => match r {
             Refusal::TooLarge => "552 5.3.4 Message size exceeds fixed maximum message size".into(),
             Refusal::RateLimited(_) => format!("451 4.7.1 Refused: {}, try again later", r.code()),

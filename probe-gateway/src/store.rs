@@ -687,6 +687,43 @@ impl Store {
         Ok(true)
     }
 
+    /// Queues `item` if the sliding window (`scope`, `key`) is under `rate`,
+    /// counting it, in one transaction; `None` when the limit is reached
+    /// (nothing recorded).
+    pub async fn queue_limited(
+        &self,
+        item: &NewProbe,
+        scope: &str,
+        key: &str,
+        rate: Rate,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let mut tx = self.pool.begin().await?;
+        // A write first, so SQLite takes its write lock before counting.
+        sqlx::query("INSERT INTO rate_events (scope, rkey, at) VALUES ($1, $2, $3)")
+            .bind(scope)
+            .bind(key)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let n: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM rate_events WHERE scope = $1 AND rkey = $2 AND at > $3",
+        )
+        .bind(scope)
+        .bind(key)
+        .bind(now - rate.window_secs)
+        .fetch_one(&mut *tx)
+        .await?
+        .get(0);
+        if n > i64::from(rate.max) {
+            // Dropping the transaction rolls the insertion back.
+            return Ok(None);
+        }
+        let seq = insert_item(&mut tx, item, now).await?;
+        tx.commit().await?;
+        Ok(Some(seq))
+    }
+
     /// Records a signed request's id; false when it was seen and has not
     /// expired (a replay).
     pub async fn claim_nonce(&self, agent: &str, id: &str, expires: i64, now: i64) -> Result<bool> {
@@ -708,6 +745,8 @@ impl Store {
     /// Drops expired probes, ids, nonces, registrations, and rate events
     /// older than the longest window. Returns rows deleted.
     pub async fn purge(&self, now: i64, longest_window: i64) -> Result<u64> {
+        // The forwarding-confirmation window is fixed, not configured.
+        let longest_window = longest_window.max(crate::forwarding::PER_DAY.window_secs);
         let mut n = 0;
         for (sql, t) in [
             ("DELETE FROM probes WHERE expires <= $1", now),

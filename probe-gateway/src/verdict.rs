@@ -151,6 +151,14 @@ pub enum Refusal {
     /// of this mailbox's agent from that requester (§5.2.1 ACK leg).
     #[error("the echoed cookie does not match a probe")]
     BadCookie,
+    /// A forwarding confirmation whose From is not the provider's, or
+    /// without the provider's aligned DKIM pass (`forwarding`).
+    #[error("forwarding confirmation not from the provider")]
+    ForwardingUnverified,
+    /// A forwarding confirmation without a strict `(#<digits>)` code naming
+    /// the forwarded mailbox in its subject (`forwarding`).
+    #[error("forwarding confirmation subject")]
+    ForwardingSubject,
 }
 
 impl Refusal {
@@ -173,6 +181,8 @@ impl Refusal {
             Refusal::RateLimited(_) => "rate_limited",
             Refusal::NotForMailbox => "not_for_mailbox",
             Refusal::BadCookie => "bad_cookie",
+            Refusal::ForwardingUnverified => "forwarding_unverified",
+            Refusal::ForwardingSubject => "forwarding_subject",
         }
     }
 }
