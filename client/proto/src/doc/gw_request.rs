@@ -53,9 +53,9 @@ mod tests {
         assert_eq!(doc["path"], "/v1/ack?x=1");
         assert_eq!(doc["body"], hex::encode(Sha256::digest(b"{}")));
         let map = doc.as_object().unwrap();
-        assert!(crate::sign::verify(map, &key.id()).is_ok());
+        assert!(crate::sign::verify(map, key.id()).is_ok());
         let stranger = AgentKey::from_seed([4; 32]);
-        assert!(crate::sign::verify(map, &stranger.id()).is_err());
+        assert!(crate::sign::verify(map, stranger.id()).is_err());
         let other = header_value(&key, "POST", "/v1/ack?x=1", b"{ }", id, ts).unwrap();
         assert_ne!(h, other, "the body is bound");
     }
