@@ -663,23 +663,7 @@ impl Store {
     /// records it when under the limit; false when the limit is reached.
     pub async fn count_event(&self, scope: &str, key: &str, rate: Rate, now: i64) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
-        // A write first, so SQLite takes its write lock before counting.
-        sqlx::query("INSERT INTO rate_events (scope, rkey, at) VALUES ($1, $2, $3)")
-            .bind(scope)
-            .bind(key)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let n: i64 = sqlx::query(
-            "SELECT COUNT(*) FROM rate_events WHERE scope = $1 AND rkey = $2 AND at > $3",
-        )
-        .bind(scope)
-        .bind(key)
-        .bind(now - rate.window_secs)
-        .fetch_one(&mut *tx)
-        .await?
-        .get(0);
-        if n > i64::from(rate.max) {
+        if !take_slot(&mut tx, scope, key, rate, now).await? {
             // Dropping the transaction rolls the insertion back.
             return Ok(false);
         }
@@ -699,23 +683,7 @@ impl Store {
         now: i64,
     ) -> Result<Option<i64>> {
         let mut tx = self.pool.begin().await?;
-        // A write first, so SQLite takes its write lock before counting.
-        sqlx::query("INSERT INTO rate_events (scope, rkey, at) VALUES ($1, $2, $3)")
-            .bind(scope)
-            .bind(key)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let n: i64 = sqlx::query(
-            "SELECT COUNT(*) FROM rate_events WHERE scope = $1 AND rkey = $2 AND at > $3",
-        )
-        .bind(scope)
-        .bind(key)
-        .bind(now - rate.window_secs)
-        .fetch_one(&mut *tx)
-        .await?
-        .get(0);
-        if n > i64::from(rate.max) {
+        if !take_slot(&mut tx, scope, key, rate, now).await? {
             // Dropping the transaction rolls the insertion back.
             return Ok(None);
         }
@@ -834,4 +802,32 @@ fn scope_name(s: LimitScope) -> &'static str {
         LimitScope::Requester => "requester",
         LimitScope::Mailbox => "mailbox",
     }
+}
+
+/// Records an event in the sliding window (`scope`, `key`) inside `tx` and
+/// says whether the window is still within `rate`. The insert comes first,
+/// so SQLite takes its write lock before counting; on `false` the caller
+/// drops `tx`, rolling the insert back.
+async fn take_slot(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    scope: &str,
+    key: &str,
+    rate: Rate,
+    now: i64,
+) -> Result<bool> {
+    sqlx::query("INSERT INTO rate_events (scope, rkey, at) VALUES ($1, $2, $3)")
+        .bind(scope)
+        .bind(key)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    let n: i64 =
+        sqlx::query("SELECT COUNT(*) FROM rate_events WHERE scope = $1 AND rkey = $2 AND at > $3")
+            .bind(scope)
+            .bind(key)
+            .bind(now - rate.window_secs)
+            .fetch_one(&mut **tx)
+            .await?
+            .get(0);
+    Ok(n <= i64::from(rate.max))
 }
