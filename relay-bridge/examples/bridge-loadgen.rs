@@ -89,6 +89,41 @@ struct Row {
     sent: u64,
     seen: Seen,
     start_us: u64,
+    /// CPU seconds the server process(es) used during the scenario.
+    cpu_s: f64,
+}
+
+/// CPU seconds (user + system, all threads) a process has used so far,
+/// from `/proc/<pid>/stat` (clock ticks of 1/100 s on Linux).
+fn cpu_secs(pid: u32) -> f64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // Fields after the `(comm)`, which may itself hold spaces.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        f.get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // utime and stime are fields 14 and 15 of stat; 12 and 13 after `)`.
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn cpu_of(pids: &[u32]) -> f64 {
+    pids.iter().map(|p| cpu_secs(*p)).sum()
+}
+
+/// Runs one scenario and records the CPU the server processes used in it,
+/// background work included (the bridge's cache writer gets 300 ms to
+/// finish after the last message arrived).
+async fn measured(pids: &[u32], scenario: impl std::future::Future<Output = Row>) -> Row {
+    let before = cpu_of(pids);
+    let mut row = scenario.await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    row.cpu_s = cpu_of(pids) - before;
+    row
 }
 
 impl Row {
@@ -108,8 +143,9 @@ impl Row {
         } else {
             0.0
         };
+        let cpu_us = self.cpu_s * 1e6 / (self.seen.received.max(1) as f64);
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} | {:.0} |",
             self.scenario,
             self.target,
             self.sent,
@@ -120,6 +156,7 @@ impl Row {
             self.pct(0.5),
             self.pct(0.99),
             self.pct(1.0),
+            cpu_us,
         );
     }
 }
@@ -266,6 +303,7 @@ async fn mqtt_to_mqtt(
         sent: n,
         seen,
         start_us,
+        cpu_s: 0.0,
     }
 }
 
@@ -317,6 +355,7 @@ async fn ntfy_to_mqtt(target: &str, http: &str, port: u16, qos: QoS, n: u64, rat
         sent: n,
         seen: sub.await.unwrap(),
         start_us,
+        cpu_s: 0.0,
     }
 }
 
@@ -378,6 +417,7 @@ async fn mqtt_to_sse(target: &str, http: &str, port: u16, n: u64, rate: u64) -> 
         sent: n,
         seen,
         start_us,
+        cpu_s: 0.0,
     }
 }
 
@@ -478,38 +518,48 @@ fn main() {
     let mut bridge = PathBuf::from("target/release/rdv-relay-bridge");
     let mut mosquitto = String::from("/usr/sbin/mosquitto");
     let mut quick = false;
+    let mut only: Option<String> = None;
+    let mut big: Option<u64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bridge" => bridge = args.next().unwrap().into(),
             "--mosquitto" => mosquitto = args.next().unwrap(),
             "--quick" => quick = true,
-            _ => panic!("usage: loadgen [--bridge PATH] [--mosquitto PATH] [--quick]"),
+            "--only" => only = args.next(),
+            "--big" => big = args.next().and_then(|n| n.parse().ok()),
+            _ => panic!(
+                "usage: loadgen [--bridge PATH] [--mosquitto PATH] [--quick] [--only SUBSTRING] [--big N]"
+            ),
         }
     }
+    let wanted = |label: &str| only.as_deref().is_none_or(|o| label.contains(o));
     T0.get_or_init(Instant::now);
     let dir = tempfile::tempdir().unwrap();
-    let (_m, mport) = start_mosquitto(&mosquitto, dir.path());
+    let (m, mport) = start_mosquitto(&mosquitto, dir.path());
     let bdir = dir.path().join("bridge");
-    let (_b, http, bport) = start_bridge(&bridge, &bdir, None);
-    let edir = dir.path().join("bridge-ext");
-    let (_e, ext_http, _) = start_bridge(&bridge, &edir, Some(mport));
+    let (b, http, bport) = start_bridge(&bridge, &bdir, None);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let scale = if quick { 10 } else { 1 };
-    let (n_small, n_big, n_rate) = (20_000 / scale, 2_000 / scale, 5_000 / scale);
+    let (n_small, n_rate) = (20_000 / scale, 5_000 / scale);
+    let n_big = big.unwrap_or(2_000 / scale);
     println!(
-        "| scenario | target | sent | received | dups | msg/s | MB/s | p50 ms | p99 ms | max ms |"
+        "| scenario | target | sent | received | dups | msg/s | MB/s | p50 ms | p99 ms | max ms | server CPU µs/msg |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let (bpid, mpid) = (b.0.id(), m.0.id());
     rt.block_on(async {
-        let targets = [("rdv-relay-bridge", bport), ("mosquitto", mport)];
+        let targets = [
+            ("rdv-relay-bridge", bport, bpid),
+            ("mosquitto", mport, mpid),
+        ];
         for (qos, qn) in [(QoS::AtMostOnce, 0), (QoS::AtLeastOnce, 1)] {
             for (size, n) in [(256usize, n_small), (32 * 1024, n_big)] {
-                for (name, port) in targets {
+                for (name, port, pid) in targets {
                     let label = format!(
                         "MQTT→MQTT max rate, QoS {qn}, {}",
                         if size < 1024 {
@@ -518,51 +568,58 @@ fn main() {
                             format!("{} KB", size / 1024)
                         }
                     );
-                    mqtt_to_mqtt(&label, name, port, qos, size, n, None)
-                        .await
-                        .print();
+                    if wanted(&label) {
+                        let run = mqtt_to_mqtt(&label, name, port, qos, size, n, None);
+                        measured(&[pid], run).await.print();
+                    }
                 }
             }
-            for (name, port) in targets {
+            for (name, port, pid) in targets {
                 let label = format!("MQTT→MQTT 1000/s, QoS {qn}, 256 B");
-                mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000))
-                    .await
-                    .print();
+                if wanted(&label) {
+                    let run = mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000));
+                    measured(&[pid], run).await.print();
+                }
             }
         }
+        if !wanted("ntfy PUT → MQTT sub, MQTT pub → ntfy SSE sub") {
+            return;
+        }
+        // The external-mode bridge subscribes to everything on mosquitto:
+        // started only now, so the MQTT→MQTT rows above measure mosquitto
+        // alone, as a user would run it.
+        let edir = dir.path().join("bridge-ext");
+        let (e, ext_http, _) = start_bridge(&bridge, &edir, Some(mport));
+        let ext = [e.0.id(), mpid];
         for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
-            ntfy_to_mqtt(
+            let run = ntfy_to_mqtt(
                 "rdv-relay-bridge (embedded)",
                 &http,
                 bport,
                 qos,
                 n_rate,
                 1000,
-            )
-            .await
-            .print();
-            ntfy_to_mqtt(
+            );
+            measured(&[bpid], run).await.print();
+            let run = ntfy_to_mqtt(
                 "rdv-relay-bridge → mosquitto (external)",
                 &ext_http,
                 mport,
                 qos,
                 n_rate,
                 1000,
-            )
-            .await
-            .print();
+            );
+            measured(&ext, run).await.print();
         }
-        mqtt_to_sse("rdv-relay-bridge (embedded)", &http, bport, n_rate, 1000)
-            .await
-            .print();
-        mqtt_to_sse(
+        let run = mqtt_to_sse("rdv-relay-bridge (embedded)", &http, bport, n_rate, 1000);
+        measured(&[bpid], run).await.print();
+        let run = mqtt_to_sse(
             "mosquitto → rdv-relay-bridge (external)",
             &ext_http,
             mport,
             n_rate,
             1000,
-        )
-        .await
-        .print();
+        );
+        measured(&ext, run).await.print();
     });
 }

@@ -44,22 +44,19 @@ impl std::fmt::Debug for Auth {
     }
 }
 
-/// Why an MQTT CONNECT was refused (a stable code, for metrics).
+/// Who an MQTT connection is, decided at CONNECT: a configured token (by
+/// index, so the token itself is not kept) or anonymous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MqttDenied {
-    /// No password, or one that is not a known token.
-    Unauthorized,
-    /// A known token whose ACL is narrower than every topic: the embedded
-    /// broker cannot enforce per-topic ACLs, so it does not admit it.
-    NarrowAcl,
-}
+pub struct MqttClient(Option<usize>);
 
-impl MqttDenied {
+/// An MQTT CONNECT refusal: no token, or an unknown one, where one is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MqttUnauthorized;
+
+impl MqttUnauthorized {
+    /// The refusal's metric label.
     pub fn code(self) -> &'static str {
-        match self {
-            MqttDenied::Unauthorized => "mqtt_unauthorized",
-            MqttDenied::NarrowAcl => "mqtt_narrow_acl",
-        }
+        "mqtt_unauthorized"
     }
 }
 
@@ -90,36 +87,67 @@ impl Auth {
         }
     }
 
-    /// The ACL of `token`, comparing in constant time against every
+    /// The index of `token`, comparing in constant time against every
     /// configured token (no early exit on a match).
-    fn acl_of(&self, token: &str) -> Option<&Acl> {
+    fn index_of(&self, token: &str) -> Option<usize> {
         let mut found = None;
-        for (t, acl) in &self.tokens {
+        for (i, (t, _)) in self.tokens.iter().enumerate() {
             if bool::from(t.as_bytes().ct_eq(token.as_bytes())) {
-                found = Some(acl);
+                found = Some(i);
             }
         }
         found
     }
 
-    /// True if MQTT clients must authenticate: anything but an open
-    /// instance. The broker cannot tell a subscriber from a publisher at
-    /// CONNECT, so `read-only` needs a token on MQTT as `deny-all` does.
-    pub fn mqtt_requires_token(&self) -> bool {
-        self.default != DefaultAccess::ReadWrite
+    /// The ACL of `token` (constant-time comparison, see `index_of`).
+    fn acl_of(&self, token: &str) -> Option<&Acl> {
+        self.index_of(token)
+            .and_then(|i| self.tokens.get(i))
+            .map(|(_, acl)| acl)
     }
 
     /// Admits an MQTT CONNECT whose password is `password` (the username is
-    /// ignored, as ntfy ignores it with a token). Only a token that may read
-    /// and write every topic (`*`) is admitted: rumqttd 0.20 has no
-    /// per-topic authorization hook, so a narrower ACL could not be held.
-    pub fn mqtt_connect(&self, password: &str) -> Result<(), MqttDenied> {
-        let acl = self.acl_of(password).ok_or(MqttDenied::Unauthorized)?;
-        let all = |l: &[String]| l.iter().any(|p| p == "*");
-        if all(&acl.read) && all(&acl.write) {
-            Ok(())
-        } else {
-            Err(MqttDenied::NarrowAcl)
+    /// ignored, as ntfy ignores it with a token). No password (or an empty
+    /// one) is anonymous and gets `default_access`; `deny-all` refuses it at
+    /// once. An unknown token is refused unless the instance is open, where
+    /// credentials change nothing (as before per-topic ACLs existed on MQTT).
+    pub fn mqtt_login(&self, password: Option<&str>) -> Result<MqttClient, MqttUnauthorized> {
+        match password.filter(|p| !p.is_empty()) {
+            Some(p) => match self.index_of(p) {
+                Some(i) => Ok(MqttClient(Some(i))),
+                None if self.default == DefaultAccess::ReadWrite => Ok(MqttClient(None)),
+                None => Err(MqttUnauthorized),
+            },
+            None if self.default == DefaultAccess::DenyAll => Err(MqttUnauthorized),
+            None => Ok(MqttClient(None)),
+        }
+    }
+
+    /// Whether `who` may `perm` the MQTT topic name or filter `mqtt`
+    /// (issue #5): PUBLISH needs `Write`, SUBSCRIBE `Read`. MQTT topic
+    /// `<prefix>T` is ntfy topic `T` and follows the token's patterns for
+    /// `T`. Wildcard filters (`#`, `+`), and topics outside the prefix or
+    /// not valid ntfy names, need every topic: `default_access` granting
+    /// `perm`, or `*` in the token's list.
+    pub fn mqtt_allows(&self, who: MqttClient, perm: Perm, prefix: &str, mqtt: &str) -> bool {
+        if self.default_allows(perm) {
+            return true;
+        }
+        let Some(acl) = who.0.and_then(|i| self.tokens.get(i)).map(|(_, a)| a) else {
+            return false;
+        };
+        let list = match perm {
+            Perm::Read => &acl.read,
+            Perm::Write => &acl.write,
+        };
+        if list.iter().any(|p| p == "*") {
+            return true;
+        }
+        // ntfy names have no `#`, `+`, `/` or `$`: this refuses wildcards
+        // and shared subscriptions too.
+        match mqtt.strip_prefix(prefix) {
+            Some(t) if crate::topic::validate(t).is_ok() => list.iter().any(|p| matches(p, t)),
+            _ => false,
         }
     }
 
@@ -208,9 +236,6 @@ mod tests {
             Err(Denied::Forbidden)
         );
         let ro = auth(DefaultAccess::ReadOnly);
-        assert!(ro.mqtt_requires_token());
-        assert!(a.mqtt_requires_token());
-        assert!(!auth(DefaultAccess::ReadWrite).mqtt_requires_token());
         assert_eq!(ro.check(None, &t("x"), Perm::Read), Ok(()));
         assert_eq!(
             ro.check(None, &t("x"), Perm::Write),
@@ -219,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn mqtt_admits_only_known_all_topic_tokens() {
+    fn mqtt_login_and_topic_acls() {
         let a = Auth::new(&AuthConfig {
             default_access: DefaultAccess::DenyAll,
             tokens: vec![
@@ -230,18 +255,48 @@ mod tests {
                 },
                 TokenConfig {
                     token: "tk_alice".into(),
-                    read: vec!["*".into()],
+                    read: vec!["alice*".into(), "news".into()],
                     write: vec!["alice*".into()],
                 },
             ],
         });
-        assert_eq!(a.mqtt_connect("tk_ops"), Ok(()));
-        assert_eq!(a.mqtt_connect("tk_alice"), Err(MqttDenied::NarrowAcl));
-        assert_eq!(a.mqtt_connect(""), Err(MqttDenied::Unauthorized));
-        assert_eq!(a.mqtt_connect("tk_op"), Err(MqttDenied::Unauthorized));
-        assert_eq!(a.mqtt_connect("tk_opsx"), Err(MqttDenied::Unauthorized));
+        assert_eq!(a.mqtt_login(None), Err(MqttUnauthorized));
+        assert_eq!(a.mqtt_login(Some("")), Err(MqttUnauthorized));
+        assert_eq!(a.mqtt_login(Some("tk_op")), Err(MqttUnauthorized));
+        assert_eq!(a.mqtt_login(Some("tk_opsx")), Err(MqttUnauthorized));
+        let ops = a.mqtt_login(Some("tk_ops")).unwrap();
+        let alice = a.mqtt_login(Some("tk_alice")).unwrap();
+        let (r, w) = (Perm::Read, Perm::Write);
+        for (who, perm, topic, ok) in [
+            (alice, w, "ntfy/alice1", true),
+            (alice, w, "ntfy/news", false),
+            (alice, r, "ntfy/news", true),
+            (alice, r, "ntfy/bob", false),
+            (alice, r, "alice1", false),
+            (alice, r, "ntfy/alice/x", false),
+            (alice, r, "ntfy/alice+", false),
+            (alice, r, "ntfy/#", false),
+            (alice, r, "#", false),
+            (alice, r, "$share/g/ntfy/alice1", false),
+            (ops, r, "#", true),
+            (ops, w, "elsewhere/x", true),
+        ] {
+            assert_eq!(
+                a.mqtt_allows(who, perm, "ntfy/", topic),
+                ok,
+                "{who:?} {perm:?} {topic}"
+            );
+        }
+        let ro = auth(DefaultAccess::ReadOnly);
+        let anon = ro.mqtt_login(None).unwrap();
+        assert!(ro.mqtt_allows(anon, r, "", "#"));
+        assert!(!ro.mqtt_allows(anon, w, "", "x"));
+        assert_eq!(ro.mqtt_login(Some("nope")), Err(MqttUnauthorized));
+        let open = auth(DefaultAccess::ReadWrite);
+        let anon = open.mqtt_login(Some("not a token")).unwrap();
+        assert!(open.mqtt_allows(anon, w, "ntfy/", "any/thing"));
         assert!(
-            !format!("{a:?}").contains("tk_ops"),
+            !format!("{a:?} {alice:?}").contains("tk_ops"),
             "tokens stay out of logs"
         );
     }

@@ -156,8 +156,12 @@ pub struct LimitsConfig {
     /// Global ceiling: requests per second over all visitors, and burst.
     pub global_requests_per_sec: u32,
     pub global_burst: u32,
-    /// Global ceiling on open HTTP subscriptions.
+    /// Global ceiling on open subscriptions (HTTP subscriptions and MQTT
+    /// subscribed filters together).
     pub max_subscribers: usize,
+    /// Concurrent MQTT connections per visitor on the embedded broker,
+    /// checked before a byte is read (issue #5).
+    pub mqtt_connections_per_visitor: u32,
     /// A subscriber that has not taken a message for this long is dropped.
     pub subscriber_write_timeout_secs: u64,
     /// Live messages buffered for a subscriber that lags (then it catches up
@@ -176,6 +180,7 @@ impl Default for LimitsConfig {
             global_requests_per_sec: 2000,
             global_burst: 4000,
             max_subscribers: 10_000,
+            mqtt_connections_per_visitor: 50,
             subscriber_write_timeout_secs: 30,
             broadcast_capacity: 4096,
         }
@@ -258,6 +263,11 @@ impl Config {
         }
         if self.limits.global_requests_per_sec == 0 || self.limits.request_replenish_ms == 0 {
             return Err(Error::Config("limits: rates must be positive".into()));
+        }
+        if self.limits.mqtt_connections_per_visitor == 0 {
+            return Err(Error::Config(
+                "limits.mqtt_connections_per_visitor must be at least 1".into(),
+            ));
         }
         if self.limits.broadcast_capacity == 0 {
             return Err(Error::Config(

@@ -167,7 +167,7 @@ impl Hub {
     pub async fn publish(&self, d: Draft, origin: Origin) -> Result<Item> {
         let mut last = self.order.lock().await;
         let key = self.clock.now_us().max(*last + 1);
-        let mut m = Message::with_body(self.fresh_id(), key, d.topic, &d.body);
+        let mut m = Message::with_body(self.fresh_id(), key, d.topic, d.body);
         m.title = d.title;
         m.tags = d.tags;
         m.priority = d.priority;

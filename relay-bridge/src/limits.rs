@@ -1,7 +1,9 @@
 //! Visitor limits (issue #5), as ntfy operators know them: per visitor (an
 //! IPv4 address, or an IPv6 /64) a request bucket, open subscriptions and
 //! bytes per day; and a global ceiling. Refusals carry a reason and, where
-//! waiting helps, a `Retry-After`.
+//! waiting helps, a `Retry-After`. HTTP and the embedded MQTT broker share
+//! one `Limits`: a visitor's buckets are the same on both; MQTT adds a cap
+//! on concurrent connections.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -54,6 +56,7 @@ pub enum Refusal {
     Subscriptions,
     Subscribers,
     BytesPerDay,
+    MqttConnections,
 }
 
 impl Refusal {
@@ -64,6 +67,7 @@ impl Refusal {
             Refusal::Subscriptions => "subscription limit reached for this visitor",
             Refusal::Subscribers => "server-wide subscriber limit reached",
             Refusal::BytesPerDay => "daily byte limit reached for this visitor",
+            Refusal::MqttConnections => "MQTT connection limit reached for this visitor",
         }
     }
     pub fn metric(self) -> &'static str {
@@ -73,6 +77,7 @@ impl Refusal {
             Refusal::Subscriptions => "subscriptions",
             Refusal::Subscribers => "subscribers",
             Refusal::BytesPerDay => "bytes_per_day",
+            Refusal::MqttConnections => "mqtt_connections",
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct Limits {
     subs: Mutex<HashMap<Visitor, u32>>,
     total_subs: AtomicUsize,
     bytes: Mutex<HashMap<Visitor, (i64, u64)>>,
+    /// Open MQTT connections per visitor.
+    conns: Mutex<HashMap<Visitor, u32>>,
 }
 
 impl std::fmt::Debug for Limits {
@@ -121,6 +128,7 @@ impl Limits {
             subs: Mutex::new(HashMap::new()),
             total_subs: AtomicUsize::new(0),
             bytes: Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
         })
     }
 
@@ -194,6 +202,24 @@ impl Limits {
         })
     }
 
+    /// Opens an MQTT connection slot for `v` (at most
+    /// `mqtt_connections_per_visitor`); dropping the guard frees it.
+    pub fn mqtt_connection(self: &Arc<Self>, v: Visitor) -> Result<ConnGuard, Limited> {
+        let mut map = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(v).or_insert(0);
+        if *n >= self.cfg.mqtt_connections_per_visitor {
+            return Err(Limited {
+                refusal: Refusal::MqttConnections,
+                retry_after_secs: 30,
+            });
+        }
+        *n += 1;
+        Ok(ConnGuard {
+            limits: self.clone(),
+            v,
+        })
+    }
+
     pub fn subscribers(&self) -> usize {
         self.total_subs.load(Ordering::SeqCst)
     }
@@ -202,6 +228,25 @@ impl Limits {
     pub fn housekeeping(&self) {
         self.visitors.retain_recent();
         self.visitors.shrink_to_fit();
+    }
+}
+
+/// An open MQTT connection slot.
+#[derive(Debug)]
+pub struct ConnGuard {
+    limits: Arc<Limits>,
+    v: Visitor,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let mut map = self.limits.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.v) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.v);
+            }
+        }
     }
 }
 
@@ -295,6 +340,22 @@ mod tests {
             .unwrap();
         clock.advance_secs(86_400);
         l.spend_bytes(a, 60).unwrap();
+    }
+
+    #[test]
+    fn mqtt_connections_per_visitor() {
+        let (l, _) = limits(|c| c.mqtt_connections_per_visitor = 2);
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        let b = Visitor::of("10.0.0.2".parse().unwrap());
+        let g1 = l.mqtt_connection(a).unwrap();
+        let _g2 = l.mqtt_connection(a).unwrap();
+        assert_eq!(
+            l.mqtt_connection(a).unwrap_err().refusal,
+            Refusal::MqttConnections
+        );
+        let _b = l.mqtt_connection(b).unwrap();
+        drop(g1);
+        let _g3 = l.mqtt_connection(a).unwrap();
     }
 
     #[test]

@@ -133,11 +133,12 @@ impl Message {
         }
     }
 
-    /// A message event carrying `body`: UTF-8 as text, anything else base64.
-    pub fn with_body(id: String, key: i64, topic: String, body: &[u8]) -> Self {
-        let (message, encoding) = match std::str::from_utf8(body) {
-            Ok(s) => (s.to_owned(), None),
-            Err(_) => (B64.encode(body), Some("base64".to_owned())),
+    /// A message event carrying `body`: UTF-8 as text (taken over, not
+    /// copied), anything else base64.
+    pub fn with_body(id: String, key: i64, topic: String, body: Vec<u8>) -> Self {
+        let (message, encoding) = match String::from_utf8(body) {
+            Ok(s) => (s, None),
+            Err(e) => (B64.encode(e.as_bytes()), Some("base64".to_owned())),
         };
         Message {
             id,
@@ -243,18 +244,18 @@ mod tests {
     #[test]
     fn binary_is_base64_and_round_trips() {
         let body = [0u8, 0xff, 0xfe, 1, 2];
-        let m = Message::with_body("a".into(), 5_000_000, "t".into(), &body);
+        let m = Message::with_body("a".into(), 5_000_000, "t".into(), body.to_vec());
         assert_eq!(m.encoding.as_deref(), Some("base64"));
         assert_eq!(m.payload(), body);
         assert_eq!(m.time, 5);
-        let t = Message::with_body("a".into(), 0, "t".into(), b" text \n");
+        let t = Message::with_body("a".into(), 0, "t".into(), b" text \n".to_vec());
         assert_eq!(t.encoding, None);
         assert_eq!(t.payload(), b" text \n");
     }
 
     #[test]
     fn json_shape() {
-        let m = Message::with_body("abc".into(), 1_000_000, "t".into(), b"hi");
+        let m = Message::with_body("abc".into(), 1_000_000, "t".into(), b"hi".to_vec());
         let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
         assert_eq!(
             v,
@@ -264,7 +265,7 @@ mod tests {
 
     #[test]
     fn filters() {
-        let mut m = Message::with_body("abc".into(), 0, "t".into(), b"hi");
+        let mut m = Message::with_body("abc".into(), 0, "t".into(), b"hi".to_vec());
         m.tags = Some(vec!["a".into(), "b".into()]);
         m.priority = Some(4);
         let f = |f: Filters| f.matches(&m);

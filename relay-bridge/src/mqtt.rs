@@ -12,10 +12,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::auth::Auth;
+use crate::auth::{Auth, MqttClient, Perm};
 use crate::config::MqttConfig;
 use crate::hub::{Draft, Hub, Item, Origin};
+use crate::limits::{ConnGuard, Limited, Limits, SubGuard, Visitor};
 use crate::{Error, Result, topic};
+use rumqttd::gate::{ConnectionGate, LinkGate, Verdict};
 
 /// Room for the MQTT fixed header, topic and properties above the body limit.
 pub const PACKET_OVERHEAD: usize = 1024;
@@ -30,48 +32,73 @@ pub struct MqttAddrs {
 
 /// Our own publications on their way back from the broker: the bridge
 /// subscribes to everything, so what it publishes returns to it, and must not
-/// be carried to ntfy a second time. Counted by (topic, payload hash).
+/// be carried to ntfy a second time. Counted by topic, then (length, payload
+/// hash): a publication on a topic with nothing of ours in flight, or of a
+/// length none of ours has, is told apart without hashing its payload (a
+/// 32 KB payload's hash was an eighth of the bridge's CPU at full MQTT rate,
+/// docs/benchmarks/relay-bridge.md).
 #[derive(Debug, Default)]
 pub struct EchoFilter {
     hasher: RandomState,
-    pending: Mutex<HashMap<(String, u64, usize), u32>>,
+    pending: Mutex<EchoPending>,
 }
 
-impl EchoFilter {
-    fn key(&self, topic: &str, payload: &[u8]) -> (String, u64, usize) {
-        (
-            topic.to_owned(),
-            self.hasher.hash_one(payload),
-            payload.len(),
-        )
-    }
+#[derive(Debug, Default)]
+struct EchoPending {
+    /// Per topic: (payload length, payload hash, copies expected).
+    by_topic: HashMap<String, Vec<(usize, u64, u32)>>,
+    total: usize,
+}
 
+/// Most echoes awaited at once; past it (a broker that dropped some), all
+/// are forgotten rather than grow without bound.
+const ECHO_MAX: usize = 100_000;
+
+impl EchoFilter {
     /// Records a publication about to go out.
     pub fn expect(&self, topic: &str, payload: &[u8]) {
-        let k = self.key(topic, payload);
+        let h = self.hasher.hash_one(payload);
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if p.len() > 100_000 {
-            // An echo that never came (a broker that dropped it): forget all
-            // rather than grow without bound.
-            p.clear();
+        if p.total >= ECHO_MAX {
+            p.by_topic.clear();
+            p.total = 0;
         }
-        *p.entry(k).or_insert(0) += 1;
+        p.total += 1;
+        let list = p.by_topic.entry(topic.to_owned()).or_default();
+        match list
+            .iter_mut()
+            .find(|(l, x, _)| *l == payload.len() && *x == h)
+        {
+            Some(e) => e.2 += 1,
+            None => list.push((payload.len(), h, 1)),
+        }
     }
 
     /// True (once per expected copy) if this publication is our own echo.
     pub fn is_echo(&self, topic: &str, payload: &[u8]) -> bool {
-        let k = self.key(topic, payload);
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        match p.get_mut(&k) {
-            Some(n) => {
-                *n -= 1;
-                if *n == 0 {
-                    p.remove(&k);
-                }
-                true
-            }
-            None => false,
+        let Some(list) = p.by_topic.get_mut(topic) else {
+            return false;
+        };
+        if !list.iter().any(|(l, _, _)| *l == payload.len()) {
+            return false;
         }
+        let h = self.hasher.hash_one(payload);
+        let Some(i) = list
+            .iter()
+            .position(|(l, x, _)| *l == payload.len() && *x == h)
+        else {
+            return false;
+        };
+        list[i].2 -= 1;
+        if list[i].2 == 0 {
+            list.swap_remove(i);
+        }
+        if list.is_empty() {
+            p.by_topic.remove(topic);
+        }
+        p.total = p.total.saturating_sub(1);
+        true
     }
 }
 
@@ -157,13 +184,202 @@ fn reserve(addr: SocketAddr) -> Result<SocketAddr> {
     l.local_addr().map_err(Error::from)
 }
 
+/// The embedded broker's connection gate (issue #5; the hook is the rdv
+/// patch in vendor/rumqttd/PATCHES.md): a visitor's MQTT connections, and
+/// their publications and subscriptions, are held to the same token ACLs and
+/// the same visitor limits as HTTP. Only sockets pass here: the bridge's own
+/// link is in-process and never gated.
+#[derive(Clone)]
+pub struct Gate {
+    auth: Arc<Auth>,
+    /// None: ACLs only (no visitor limits).
+    limits: Option<Arc<Limits>>,
+    prefix: Arc<str>,
+}
+
+impl Gate {
+    pub fn new(auth: Arc<Auth>, limits: Option<Arc<Limits>>, prefix: &str) -> Arc<Gate> {
+        Arc::new(Gate {
+            auth,
+            limits,
+            prefix: prefix.into(),
+        })
+    }
+
+    /// The gate of one connection from `v`: a connection slot for the
+    /// visitor and one request from its bucket (a connection is a request,
+    /// as on HTTP); or the limit it hit.
+    pub fn link(&self, v: Visitor) -> std::result::Result<Link, Limited> {
+        let slot = match &self.limits {
+            Some(l) => {
+                let slot = l.mqtt_connection(v).map_err(refuse)?;
+                l.request(v).map_err(refuse)?;
+                Some(slot)
+            }
+            None => None,
+        };
+        Ok(Link {
+            gate: self.clone(),
+            v,
+            who: None,
+            _slot: slot,
+            subs: HashMap::new(),
+        })
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("limits", &self.limits.is_some())
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// Counts a limit's refusal (the HTTP reasons: the limits are shared).
+fn refuse(l: Limited) -> Limited {
+    crate::metrics::refused(l.refusal.metric());
+    l
+}
+
+impl ConnectionGate for Gate {
+    /// Called before a byte is read; None closes the socket.
+    fn accept(&self, peer: SocketAddr) -> Option<Box<dyn LinkGate>> {
+        Some(Box::new(self.link(Visitor::of(peer.ip())).ok()?))
+    }
+}
+
+/// One MQTT connection's gate; dropping it (the connection ended) frees its
+/// connection slot and its subscriptions' slots.
+pub struct Link {
+    gate: Gate,
+    v: Visitor,
+    /// Set by CONNECT.
+    who: Option<MqttClient>,
+    _slot: Option<ConnGuard>,
+    /// Subscribed filters, each holding a subscription slot of the visitor.
+    subs: HashMap<String, Option<SubGuard>>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("visitor", &self.v)
+            .field("subscriptions", &self.subs.len())
+            .finish()
+    }
+}
+
+impl Link {
+    fn allows(&self, perm: Perm, topic: &str) -> bool {
+        let ok = self.who.is_some_and(|w| {
+            self.gate
+                .auth
+                .mqtt_allows(w, perm, &self.gate.prefix, topic)
+        });
+        if !ok {
+            crate::metrics::refused("mqtt_forbidden");
+        }
+        ok
+    }
+
+    fn request(&self) -> Option<Verdict> {
+        let l = self.gate.limits.as_ref()?;
+        l.request(self.v).err().map(|e| {
+            refuse(e);
+            Verdict::RateTooHigh
+        })
+    }
+}
+
+impl LinkGate for Link {
+    fn connect(&mut self, _client_id: &str, login: Option<(&str, &str)>) -> bool {
+        match self
+            .gate
+            .auth
+            .mqtt_login(login.map(|(_, password)| password))
+        {
+            Ok(who) => {
+                self.who = Some(who);
+                true
+            }
+            Err(e) => {
+                crate::metrics::refused(e.code());
+                false
+            }
+        }
+    }
+
+    /// ACL, then one request from the visitor's bucket, then the payload
+    /// against its bytes per day.
+    fn publish(
+        &mut self,
+        topic: &[u8],
+        payload_len: usize,
+        _qos: rumqttd::protocol::QoS,
+    ) -> Verdict {
+        let topic = String::from_utf8_lossy(topic);
+        if !self.allows(Perm::Write, &topic) {
+            return Verdict::NotAuthorized;
+        }
+        if let Some(v) = self.request() {
+            return v;
+        }
+        if let Some(l) = &self.gate.limits
+            && let Err(e) = l.spend_bytes(self.v, payload_len as u64)
+        {
+            refuse(e);
+            return Verdict::QuotaExceeded;
+        }
+        Verdict::Allow
+    }
+
+    /// All filters or none: the ACL of each, one request for the packet,
+    /// and a subscription slot per filter not yet subscribed.
+    fn subscribe(&mut self, filters: &[&str]) -> Verdict {
+        if !filters.iter().all(|f| self.allows(Perm::Read, f)) {
+            return Verdict::NotAuthorized;
+        }
+        if let Some(v) = self.request() {
+            return v;
+        }
+        let mut new: HashMap<String, Option<SubGuard>> = HashMap::new();
+        for f in filters {
+            if self.subs.contains_key(*f) || new.contains_key(*f) {
+                continue;
+            }
+            let slot = match &self.gate.limits {
+                Some(l) => match l.subscribe(self.v) {
+                    Ok(g) => Some(g),
+                    // `new` drops here: the slots it took are freed.
+                    Err(e) => {
+                        refuse(e);
+                        return Verdict::QuotaExceeded;
+                    }
+                },
+                None => None,
+            };
+            new.insert((*f).to_owned(), slot);
+        }
+        self.subs.extend(new);
+        Verdict::Allow
+    }
+
+    fn unsubscribe(&mut self, filters: &[&str]) {
+        for f in filters {
+            self.subs.remove(*f);
+        }
+    }
+}
+
 fn server(
     name: &str,
     listen: SocketAddr,
     limit: usize,
-    auth: &Arc<Auth>,
+    gate: &Arc<Gate>,
 ) -> rumqttd::ServerSettings {
-    let mut s = rumqttd::ServerSettings {
+    rumqttd::ServerSettings {
         name: name.to_owned(),
         listen,
         tls: None,
@@ -175,30 +391,24 @@ fn server(
             auth: None,
             external_auth: None,
             dynamic_filters: true,
+            // CONNECT carries the token as its password (username: anything).
+            gate: Some(gate.clone()),
         },
-    };
-    if auth.mqtt_requires_token() {
-        // CONNECT carries the token as its password (username: anything).
-        let auth = auth.clone();
-        s.set_auth_handler(move |_client_id, _user, password: String| {
-            let verdict = auth.mqtt_connect(&password);
-            if let Err(d) = verdict {
-                crate::metrics::refused(d.code());
-            }
-            std::future::ready(verdict.is_ok())
-        });
     }
-    s
 }
 
 /// Starts the embedded broker and the bridge link; returns where it listens.
 /// The broker's listeners run on threads of their own for the process's life.
+/// MQTT clients are held to `auth`'s ACLs and, when given, to the visitor
+/// limits of `limits`, shared with HTTP (issue #5).
 pub async fn start_embedded(
     cfg: &MqttConfig,
     limit: usize,
     hub: Arc<Hub>,
     auth: Arc<Auth>,
+    limits: Option<Arc<Limits>>,
 ) -> Result<MqttAddrs> {
+    let gate = Gate::new(auth, limits, &cfg.prefix);
     let mut addrs = MqttAddrs::default();
     let mut rc = rumqttd::Config {
         id: 0,
@@ -218,7 +428,7 @@ pub async fn start_embedded(
         addrs.v4 = Some(a);
         rc.v4 = Some(HashMap::from([(
             "v4".to_owned(),
-            server("v4", a, limit, &auth),
+            server("v4", a, limit, &gate),
         )]));
     }
     if let Some(a) = cfg.listen_v5 {
@@ -226,7 +436,7 @@ pub async fn start_embedded(
         addrs.v5 = Some(a);
         rc.v5 = Some(HashMap::from([(
             "v5".to_owned(),
-            server("v5", a, limit, &auth),
+            server("v5", a, limit, &gate),
         )]));
     }
     if let Some(a) = cfg.ws_listen {
@@ -234,7 +444,7 @@ pub async fn start_embedded(
         addrs.ws = Some(a);
         rc.ws = Some(HashMap::from([(
             "ws".to_owned(),
-            server("ws", a, limit, &auth),
+            server("ws", a, limit, &gate),
         )]));
     }
     if addrs == MqttAddrs::default() {
@@ -492,6 +702,63 @@ pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
 mod tests {
     use super::*;
 
+    /// The gate keys limits by visitor: one visitor's cap, flood or spent
+    /// bytes leave another's alone (the integration tests run from one
+    /// address, and from 127.0.0.2 where a client can bind it).
+    #[test]
+    fn gate_limits_are_per_visitor() {
+        use crate::config::{AuthConfig, LimitsConfig};
+        use rumqttd::protocol::QoS;
+        let cfg = LimitsConfig {
+            mqtt_connections_per_visitor: 2,
+            request_burst: 8,
+            request_replenish_ms: 3_600_000,
+            bytes_per_day: 100,
+            subscriptions_per_visitor: 1,
+            ..LimitsConfig::default()
+        };
+        let clock = Arc::new(crate::message::ManualClock::new(1_700_000_000_000_000));
+        let limits = Limits::new(cfg, clock);
+        let gate = Gate::new(
+            Arc::new(Auth::new(&AuthConfig::default())),
+            Some(limits.clone()),
+            "",
+        );
+        let peer = |ip: &str| SocketAddr::new(ip.parse().unwrap(), 40_000);
+        // Connections: the cap holds per visitor (an IPv6 /64 is one).
+        let mut a1 = gate.accept(peer("10.0.0.1")).unwrap();
+        let _a2 = gate.accept(peer("10.0.0.1")).unwrap();
+        assert!(gate.accept(peer("10.0.0.1")).is_none());
+        let _v6a = gate.accept(peer("2001:db8::1")).unwrap();
+        let _v6b = gate.accept(peer("2001:db8::2")).unwrap();
+        assert!(gate.accept(peer("2001:db8::3")).is_none());
+        let mut b1 = gate.accept(peer("10.0.0.2")).unwrap();
+        assert!(a1.connect("a", None) && b1.connect("b", None));
+        // Requests: two accepts spent two of 10.0.0.1's eight tokens.
+        for _ in 0..6 {
+            assert_eq!(a1.publish(b"t", 1, QoS::AtMostOnce), Verdict::Allow);
+        }
+        assert_eq!(a1.publish(b"t", 1, QoS::AtMostOnce), Verdict::RateTooHigh);
+        assert_eq!(b1.publish(b"t", 10, QoS::AtMostOnce), Verdict::Allow);
+        // Bytes: 10.0.0.2 has 90 left.
+        assert_eq!(
+            b1.publish(b"t", 91, QoS::AtMostOnce),
+            Verdict::QuotaExceeded
+        );
+        // Subscriptions: one per visitor, all or none per packet.
+        assert_eq!(b1.subscribe(&["x", "y"]), Verdict::QuotaExceeded);
+        let mut b2 = gate.accept(peer("10.0.0.2")).unwrap();
+        assert!(b2.connect("b2", None));
+        assert_eq!(b2.subscribe(&["x"]), Verdict::Allow);
+        // A connection that ends frees its slots.
+        drop(b2);
+        assert_eq!(b1.subscribe(&["x"]), Verdict::Allow);
+        let v = Visitor::of("10.0.0.1".parse().unwrap());
+        assert!(limits.mqtt_connection(v).is_err());
+        drop(a1);
+        assert!(limits.mqtt_connection(v).is_ok());
+    }
+
     #[test]
     fn proc_net_tcp_listen_entries() {
         let t = "  sl  local_address rem_address   st tx_queue rx_queue\n   \
@@ -517,5 +784,14 @@ mod tests {
         assert!(e.is_echo("t", b"x"));
         assert!(e.is_echo("t", b"x"));
         assert!(!e.is_echo("t", b"x"));
+        e.expect("t", b"ab");
+        assert!(!e.is_echo("t", b"ac"), "same length, other payload");
+        assert!(e.is_echo("t", b"ab"));
+        assert!(!e.is_echo("t", b"ab"));
+        for i in 0..ECHO_MAX + 1 {
+            e.expect("t", format!("{i}").as_bytes());
+        }
+        assert!(!e.is_echo("t", b"0"), "forgotten past the bound");
+        assert!(e.is_echo("t", format!("{ECHO_MAX}").as_bytes()));
     }
 }

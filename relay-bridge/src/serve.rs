@@ -85,7 +85,14 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
     let auth = Arc::new(Auth::new(&cfg.auth));
     let mqtt = match cfg.mqtt.mode {
         MqttMode::Embedded => {
-            crate::mqtt::start_embedded(&cfg.mqtt, size_limit, hub.clone(), auth.clone()).await?
+            crate::mqtt::start_embedded(
+                &cfg.mqtt,
+                size_limit,
+                hub.clone(),
+                auth.clone(),
+                Some(limits.clone()),
+            )
+            .await?
         }
         MqttMode::External => {
             crate::mqtt::start_external(&cfg.mqtt, size_limit, hub.clone()).await?;

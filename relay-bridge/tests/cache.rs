@@ -9,7 +9,12 @@ use rdv_relay_bridge::since::Since;
 use rdv_relay_bridge::store::Store;
 
 fn msg(id: &str, topic: &str, key_secs: i64, expires: i64) -> Message {
-    let mut m = Message::with_body(id.into(), key_secs * 1_000_000, topic.into(), id.as_bytes());
+    let mut m = Message::with_body(
+        id.into(),
+        key_secs * 1_000_000,
+        topic.into(),
+        id.as_bytes().to_vec(),
+    );
     m.expires = Some(expires);
     m
 }

@@ -27,6 +27,8 @@ pub use server::{Broker, LinkType, Server};
 
 pub use self::router::shared_subs::Strategy;
 
+// rdv patch (PATCHES.md, "Connection gate").
+pub mod gate;
 mod link;
 pub mod protocol;
 mod router;
@@ -152,6 +154,10 @@ pub struct ConnectionSettings {
     pub external_auth: Option<AuthHandler>,
     #[serde(default)]
     pub dynamic_filters: bool,
+    /// rdv patch (PATCHES.md, "Connection gate"): per-connection limits and
+    /// per-topic ACLs of the embedding application; None: upstream behaviour.
+    #[serde(skip)]
+    pub gate: Option<Arc<dyn gate::ConnectionGate>>,
 }
 
 impl ConnectionSettings {
@@ -177,6 +183,7 @@ impl fmt::Debug for ConnectionSettings {
             .field("auth", &self.auth)
             .field("external_auth", &self.external_auth.is_some())
             .field("dynamic_filters", &self.dynamic_filters)
+            .field("gate", &self.gate.is_some())
             .finish()
     }
 }

@@ -104,6 +104,13 @@ impl<P: Protocol> Network<P> {
                 Err(e) => return Err(e.into()),
             };
 
+            // rdv-relay-bridge patch (PATCHES.md): make room for the rest of
+            // the frame before reading. `required` is bounded by the packet
+            // size limit (`check` refuses larger frames before this). Without
+            // it a large publish arrives through a buffer grown 64 bytes at a
+            // time by `read_buf`, each growth a new allocation and a copy
+            // while the previous payload is still shared with the router.
+            self.read.reserve(required);
             // read more packets until a frame can be created. This function
             // blocks until a frame can be created. Use this in a select! branch
             timeout(self.keepalive, self.read_bytes(required)).await??;
@@ -129,6 +136,11 @@ impl<P: Protocol> Network<P> {
                 Err(e) => return Err(io::Error::new(ErrorKind::InvalidData, e.to_string()).into()),
             }
         }
+    }
+
+    /// rdv patch (PATCHES.md, "Connection gate").
+    pub(crate) fn is_v5(&self) -> bool {
+        self.protocol.is_v5()
     }
 
     pub async fn write(&mut self, packet: Packet) -> Result<(), Error> {

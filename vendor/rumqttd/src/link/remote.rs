@@ -1,14 +1,20 @@
+use crate::gate::{LinkGate, Verdict};
 use crate::link::local::{LinkError, LinkRx, LinkTx};
 use crate::link::network;
 use crate::link::network::Network;
 use crate::local::LinkBuilder;
-use crate::protocol::{ConnAck, Connect, ConnectReturnCode, Login, Packet, Protocol};
+use crate::protocol::{
+    ConnAck, Connect, ConnectReturnCode, Disconnect, DisconnectProperties, DisconnectReasonCode,
+    Login, Packet, Protocol, PubAck, PubAckReason, PubRec, PubRecReason, QoS, SubAck,
+    SubscribeReasonCode,
+};
 use crate::router::{Event, Notification};
 use crate::{ConnectionId, ConnectionSettings};
 
+use bytes::Bytes;
 use flume::{RecvError, SendError, Sender, TrySendError};
 use std::cmp::min;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,6 +53,9 @@ pub enum Error {
     TrySend(#[from] TrySendError<(ConnectionId, Event)>),
     #[error("Link error = {0}")]
     Link(#[from] LinkError),
+    /// rdv patch (PATCHES.md, "Connection gate").
+    #[error("Closed by the connection gate: {0:?}")]
+    Gate(Verdict),
 }
 
 /// Orchestrates between Router and Network.
@@ -58,6 +67,11 @@ pub struct RemoteLink<P> {
     link_rx: LinkRx,
     notifications: VecDeque<Notification>,
     pub(crate) will_delay_interval: u32,
+    /// rdv patch (PATCHES.md, "Connection gate"): the connection's gate,
+    /// and the v5 topic aliases it let through (alias → topic), to name the
+    /// topic of a PUBLISH that carries only an alias.
+    gate: Option<Box<dyn LinkGate>>,
+    aliases: HashMap<u16, Bytes>,
 }
 
 impl<P: Protocol> RemoteLink<P> {
@@ -68,6 +82,7 @@ impl<P: Protocol> RemoteLink<P> {
         connect_packet: Packet,
         dynamic_filters: bool,
         assigned_client_id: Option<String>,
+        gate: Option<Box<dyn LinkGate>>,
     ) -> Result<RemoteLink<P>, Error> {
         let Packet::Connect(connect, props, lastwill, lastwill_props, _) = connect_packet else {
             return Err(Error::NotConnectPacket(connect_packet));
@@ -122,6 +137,8 @@ impl<P: Protocol> RemoteLink<P> {
             link_rx,
             notifications: VecDeque::with_capacity(100),
             will_delay_interval,
+            gate,
+            aliases: HashMap::new(),
         })
     }
 
@@ -134,15 +151,38 @@ impl<P: Protocol> RemoteLink<P> {
             select! {
                 o = self.network.read() => {
                     let packet = o?;
-                    let len = {
+                    let mut replies = VecDeque::new();
+                    let mut close = None;
+                    let (start, len) = {
                         let mut buffer = self.link_tx.buffer();
+                        let start = buffer.len();
                         buffer.push_back(packet);
                         self.network.readv(&mut buffer)?;
-                        buffer.len()
+                        // rdv patch (PATCHES.md, "Connection gate"): only
+                        // what the gate allows reaches the router.
+                        if let Some(gate) = self.gate.as_deref_mut() {
+                            close = gate_packets(
+                                gate,
+                                self.network.is_v5(),
+                                &mut self.aliases,
+                                &mut buffer,
+                                start,
+                                &mut replies,
+                            );
+                        }
+                        (start, buffer.len())
                     };
 
                     trace!("Packets read from network, count = {}", len);
-                    self.link_tx.notify().await?;
+                    if len > start {
+                        self.link_tx.notify().await?;
+                    }
+                    if !replies.is_empty() {
+                        self.network.writev(replies).await?;
+                    }
+                    if let Some(v) = close {
+                        return Err(Error::Gate(v));
+                    }
                 }
                 // Receive from router when previous when state isn't in collision
                 // due to previously received data request
@@ -174,6 +214,7 @@ impl<P: Protocol> RemoteLink<P> {
 pub async fn mqtt_connect<P>(
     config: Arc<ConnectionSettings>,
     network: &mut Network<P>,
+    gate: Option<&mut dyn LinkGate>,
 ) -> Result<Packet, Error>
 where
     P: Protocol,
@@ -182,20 +223,39 @@ where
     // DOS attacks by filling total connections that the server can handle with idle open
     // connections which results in server rejecting new connections
     let connection_timeout_ms = config.connection_timeout_ms.into();
-    let packet = time::timeout(Duration::from_millis(connection_timeout_ms), async {
+    let mut packet = time::timeout(Duration::from_millis(connection_timeout_ms), async {
         let packet = network.read().await?;
         Ok::<_, network::Error>(packet)
     })
     .await??;
 
-    let (connect, _props, login) = match packet {
-        Packet::Connect(ref connect, ref props, _, _, ref login) => (connect, props, login),
+    let (connect, _props, will, login) = match packet {
+        Packet::Connect(ref connect, ref props, ref will, _, ref login) => {
+            (connect, props, will, login)
+        }
         packet => return Err(Error::NotConnectPacket(packet)),
     };
 
     Span::current().record("client_id", &connect.client_id);
 
     handle_auth(config.clone(), login.as_ref(), &connect.client_id).await?;
+
+    // rdv patch (PATCHES.md, "Connection gate"): the gate admits the login
+    // and the will message (published later by the router unasked).
+    let gated = gate.is_some();
+    if let Some(gate) = gate {
+        let l = login
+            .as_ref()
+            .map(|l| (l.username.as_str(), l.password.as_str()));
+        if !gate.connect(&connect.client_id, l) {
+            return Err(Error::InvalidAuth);
+        }
+        if let Some(w) = will {
+            if gate.publish(&w.topic, w.message.len(), w.qos) != Verdict::Allow {
+                return Err(Error::InvalidAuth);
+            }
+        }
+    }
 
     // When keep_alive feature is disabled client can live forever, which is not good in
     // distributed broker context so currenlty we don't allow it.
@@ -218,8 +278,130 @@ where
         return Err(Error::InvalidClientId);
     }
 
+    // rdv patch (PATCHES.md, "Connection gate"): gated sessions are clean.
+    // A persistent session would keep its subscriptions after the gate that
+    // admitted them is gone, for whoever connects next with that client id.
+    if gated {
+        if let Packet::Connect(connect, ..) = &mut packet {
+            connect.clean_session = true;
+        }
+    }
+
     // Ok((connect, props, lastwill, lastwill_props))
     Ok(packet)
+}
+
+/// rdv patch (PATCHES.md, "Connection gate"): asks the gate about the
+/// packets at `buffer[start..]` (just read from the network), keeps those
+/// it allows, and queues the refusals' acknowledgements in `replies`.
+/// Returns `Some` when the connection must close (after `replies`, which
+/// then end with a v5 DISCONNECT); packets after that one are dropped.
+///
+/// Refusal acknowledgements are written at once, so they may overtake the
+/// router's acknowledgements of earlier packets of the same batch.
+fn gate_packets(
+    gate: &mut dyn LinkGate,
+    v5: bool,
+    aliases: &mut HashMap<u16, Bytes>,
+    buffer: &mut VecDeque<Packet>,
+    start: usize,
+    replies: &mut VecDeque<Packet>,
+) -> Option<Verdict> {
+    let read: Vec<Packet> = buffer.drain(start..).collect();
+    for packet in read {
+        match packet {
+            Packet::Publish(publish, props) => {
+                let alias = props.as_ref().and_then(|p| p.topic_alias);
+                // An empty topic with an alias names the alias's topic; an
+                // unknown alias is left to the router (it disconnects).
+                let topic = match alias {
+                    Some(a) if publish.topic.is_empty() => {
+                        aliases.get(&a).cloned().unwrap_or_default()
+                    }
+                    _ => publish.topic.clone(),
+                };
+                let verdict = if topic.is_empty() && alias.is_some() {
+                    Verdict::Allow
+                } else {
+                    gate.publish(&topic, publish.payload.len(), publish.qos)
+                };
+                match verdict {
+                    Verdict::Allow => {
+                        if let Some(a) = alias.filter(|_| !publish.topic.is_empty()) {
+                            aliases.insert(a, publish.topic.clone());
+                        }
+                        buffer.push_back(Packet::Publish(publish, props));
+                    }
+                    Verdict::NotAuthorized if v5 && publish.qos == QoS::AtLeastOnce => {
+                        let reason = PubAckReason::NotAuthorized;
+                        let ack = PubAck {
+                            pkid: publish.pkid,
+                            reason,
+                        };
+                        replies.push_back(Packet::PubAck(ack, None));
+                    }
+                    Verdict::NotAuthorized if v5 && publish.qos == QoS::ExactlyOnce => {
+                        let reason = PubRecReason::NotAuthorized;
+                        let rec = PubRec {
+                            pkid: publish.pkid,
+                            reason,
+                        };
+                        replies.push_back(Packet::PubRec(rec, None));
+                    }
+                    v => return Some(gate_close(v, v5, replies)),
+                }
+            }
+            Packet::Subscribe(subscribe, props) => {
+                let filters: Vec<&str> =
+                    subscribe.filters.iter().map(|f| f.path.as_str()).collect();
+                let code = match gate.subscribe(&filters) {
+                    Verdict::Allow => {
+                        buffer.push_back(Packet::Subscribe(subscribe, props));
+                        continue;
+                    }
+                    Verdict::RateTooHigh => {
+                        return Some(gate_close(Verdict::RateTooHigh, v5, replies))
+                    }
+                    _ if !v5 => SubscribeReasonCode::Failure,
+                    Verdict::QuotaExceeded => SubscribeReasonCode::QuotaExceeded,
+                    _ => SubscribeReasonCode::NotAuthorized,
+                };
+                let ack = SubAck {
+                    pkid: subscribe.pkid,
+                    return_codes: vec![code; subscribe.filters.len()],
+                };
+                replies.push_back(Packet::SubAck(ack, None));
+            }
+            Packet::Unsubscribe(unsubscribe, props) => {
+                let filters: Vec<&str> = unsubscribe.filters.iter().map(String::as_str).collect();
+                gate.unsubscribe(&filters);
+                buffer.push_back(Packet::Unsubscribe(unsubscribe, props));
+            }
+            other => buffer.push_back(other),
+        }
+    }
+    None
+}
+
+/// rdv patch: a v5 client is told why before the connection closes.
+fn gate_close(v: Verdict, v5: bool, replies: &mut VecDeque<Packet>) -> Verdict {
+    if v5 {
+        let (reason_code, why) = match v {
+            Verdict::RateTooHigh => (DisconnectReasonCode::MessageRateTooHigh, "rate limit"),
+            Verdict::QuotaExceeded => (DisconnectReasonCode::QuotaExceeded, "quota exceeded"),
+            _ => (DisconnectReasonCode::NotAuthorized, "not authorized"),
+        };
+        // With a reason string: 0.20's encoder writes a DISCONNECT with a
+        // reason code but no (or empty) properties wrongly.
+        let props = DisconnectProperties {
+            session_expiry_interval: None,
+            reason_string: Some(why.to_owned()),
+            user_properties: Vec::new(),
+            server_reference: None,
+        };
+        replies.push_back(Packet::Disconnect(Disconnect { reason_code }, Some(props)));
+    }
+    v
 }
 
 async fn handle_auth(
@@ -283,6 +465,7 @@ mod tests {
             auth: None,
             external_auth: None,
             dynamic_filters: false,
+            gate: None,
         }
     }
 

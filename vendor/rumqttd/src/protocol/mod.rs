@@ -748,4 +748,9 @@ pub enum Error {
 pub trait Protocol {
     fn read_mut(&mut self, stream: &mut BytesMut, max_size: usize) -> Result<Packet, Error>;
     fn write(&self, packet: Packet, write: &mut BytesMut) -> Result<usize, Error>;
+    /// rdv patch (PATCHES.md, "Connection gate"): whether this is MQTT 5,
+    /// which has reason codes the gate's refusals use.
+    fn is_v5(&self) -> bool {
+        false
+    }
 }

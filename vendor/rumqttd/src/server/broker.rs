@@ -1,3 +1,4 @@
+use crate::gate::LinkGate;
 use crate::link::alerts::{self};
 use crate::link::console::ConsoleLink;
 use crate::link::network::{self, Network, N};
@@ -400,6 +401,16 @@ impl<P: Protocol + Clone + Send + 'static> Server<P> {
                 }
             };
 
+            // rdv patch (PATCHES.md, "Connection gate"): the gate sees the
+            // peer before any byte is read; None closes the socket.
+            let gate = match &config.gate {
+                Some(g) => match g.accept(addr) {
+                    Some(link_gate) => Some(link_gate),
+                    None => continue,
+                },
+                None => None,
+            };
+
             // rdv patch (vendor/rumqttd/PATCHES.md): small publications must
             // not wait on Nagle's algorithm for the peer's delayed ACK.
             let _ = stream.set_nodelay(true);
@@ -439,6 +450,7 @@ impl<P: Protocol + Clone + Send + 'static> Server<P> {
                             stream,
                             protocol,
                             self.awaiting_will_handler.clone(),
+                            gate,
                         )
                         .instrument(tracing::info_span!(
                             "websocket_link",
@@ -455,6 +467,7 @@ impl<P: Protocol + Clone + Send + 'static> Server<P> {
                         network,
                         protocol,
                         self.awaiting_will_handler.clone(),
+                        gate,
                     )
                     .instrument(tracing::error_span!(
                         "remote_link",
@@ -500,6 +513,7 @@ async fn remote<P: Protocol>(
     stream: Box<dyn N>,
     protocol: P,
     will_handlers: Arc<Mutex<HashMap<String, Sender<AwaitingWill>>>>,
+    mut gate: Option<Box<dyn LinkGate>>,
 ) {
     let mut network = Network::new(
         stream,
@@ -510,7 +524,7 @@ async fn remote<P: Protocol>(
 
     let dynamic_filters = config.dynamic_filters;
 
-    let connect_packet = match mqtt_connect(config, &mut network).await {
+    let connect_packet = match mqtt_connect(config, &mut network, gate.as_deref_mut()).await {
         Ok(p) => p,
         Err(e) => {
             error!(error=?e, "Error while handling MQTT connect packet");
@@ -562,6 +576,7 @@ async fn remote<P: Protocol>(
         connect_packet,
         dynamic_filters,
         assigned_client_id,
+        gate,
     )
     .await
     {

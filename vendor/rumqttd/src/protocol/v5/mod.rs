@@ -358,6 +358,11 @@ fn read_u32(stream: &mut Bytes) -> Result<u32, Error> {
 pub struct V5;
 
 impl Protocol for V5 {
+    // rdv patch (PATCHES.md, "Connection gate").
+    fn is_v5(&self) -> bool {
+        true
+    }
+
     /// Reads a stream of bytes and extracts next MQTT packet out of it
     fn read_mut(&mut self, stream: &mut BytesMut, max_size: usize) -> Result<Packet, Error> {
         let fixed_header = check(stream.iter(), max_size)?;
