@@ -427,7 +427,7 @@ async fn publish_topic(
     };
     let d = Draft {
         topic,
-        body: bytes.to_vec(),
+        body: bytes,
         title: p.get(&headers, &["X-Title", "Title", "ti", "t"]),
         tags: p
             .get(&headers, &["X-Tags", "Tags", "Tag", "ta"])
@@ -505,9 +505,9 @@ async fn publish_json(
     }
     let msg = j.message.unwrap_or_else(|| "triggered".into());
     let body = match j.encoding.as_deref() {
-        None | Some("") => msg.into_bytes(),
+        None | Some("") => Bytes::from(msg.into_bytes()),
         Some("base64") => match base64::engine::general_purpose::STANDARD.decode(msg.as_bytes()) {
-            Ok(b) => b,
+            Ok(b) => Bytes::from(b),
             Err(_) => return refuse(StatusCode::BAD_REQUEST, "invalid base64 message"),
         },
         Some(_) => return refuse(StatusCode::BAD_REQUEST, "unknown encoding"),
@@ -613,13 +613,7 @@ fn encode(style: Style, m: &Message) -> String {
         }
         Style::Sse => format!("event: {}\ndata: {}\n\n", m.event.as_str(), m.to_json()),
         Style::Raw if m.event == Event::Message => {
-            format!(
-                "{}\n",
-                m.message
-                    .as_deref()
-                    .unwrap_or("")
-                    .replace(['\n', '\r'], " ")
-            )
+            format!("{}\n", m.text().replace(['\n', '\r'], " "))
         }
         Style::Raw => "\n".to_owned(),
     }

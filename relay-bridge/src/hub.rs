@@ -39,7 +39,7 @@ impl Origin {
 #[derive(Debug, Clone, Default)]
 pub struct Draft {
     pub topic: String,
-    pub body: Vec<u8>,
+    pub body: bytes::Bytes,
     pub title: Option<String>,
     pub tags: Option<Vec<String>>,
     pub priority: Option<u8>,

@@ -3,6 +3,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// Length of a message id: ntfy uses 12 characters of `[A-Za-z0-9]`.
@@ -85,6 +86,64 @@ impl Event {
     }
 }
 
+/// A message body as text: UTF-8 held in shared bytes, so a payload read
+/// from MQTT or HTTP becomes a message without a copy (a fresh 32 KB copy per
+/// MQTT publication was a fifth of the bridge's CPU at full rate,
+/// docs/benchmarks/relay-bridge.md). Only ever built from valid UTF-8.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Text(Bytes);
+
+impl Text {
+    /// `b` as text, or `b` back if it is not UTF-8.
+    pub fn from_utf8(b: Bytes) -> Result<Text, Bytes> {
+        match std::str::from_utf8(&b) {
+            Ok(_) => Ok(Text(b)),
+            Err(_) => Err(b),
+        }
+    }
+
+    /// The text. (Validated again: the bytes are UTF-8 by construction, so
+    /// this never falls back to "".)
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or("")
+    }
+
+    /// The UTF-8 bytes, shared.
+    pub fn bytes(&self) -> Bytes {
+        self.0.clone()
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text(Bytes::from(s.into_bytes()))
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+        String::deserialize(d).map(Text::from)
+    }
+}
+
 /// One ntfy message (or `open`/`keepalive` event) as it goes on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Message {
@@ -97,7 +156,8 @@ pub struct Message {
     /// The topic, or for `open`/`keepalive` the comma-joined subscription.
     pub topic: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub message: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,12 +193,12 @@ impl Message {
         }
     }
 
-    /// A message event carrying `body`: UTF-8 as text (taken over, not
+    /// A message event carrying `body`: UTF-8 as text (shared, not
     /// copied), anything else base64.
-    pub fn with_body(id: String, key: i64, topic: String, body: Vec<u8>) -> Self {
-        let (message, encoding) = match String::from_utf8(body) {
-            Ok(s) => (s, None),
-            Err(e) => (B64.encode(e.as_bytes()), Some("base64".to_owned())),
+    pub fn with_body(id: String, key: i64, topic: String, body: Bytes) -> Self {
+        let (message, encoding) = match Text::from_utf8(body) {
+            Ok(t) => (t, None),
+            Err(b) => (Text::from(B64.encode(&b)), Some("base64".to_owned())),
         };
         Message {
             id,
@@ -157,13 +217,21 @@ impl Message {
     }
 
     /// The bytes the publisher sent (what MQTT subscribers get).
-    pub fn payload(&self) -> Vec<u8> {
-        let m = self.message.as_deref().unwrap_or("");
+    pub fn payload(&self) -> Bytes {
+        let Some(m) = &self.message else {
+            return Bytes::new();
+        };
         if self.encoding.as_deref() == Some("base64") {
-            B64.decode(m).unwrap_or_else(|_| m.as_bytes().to_vec())
+            B64.decode(m.as_str())
+                .map_or_else(|_| m.bytes(), Bytes::from)
         } else {
-            m.as_bytes().to_vec()
+            m.bytes()
         }
+    }
+
+    /// The message text ("" for none).
+    pub fn text(&self) -> &str {
+        self.message.as_ref().map_or("", Text::as_str)
     }
 
     /// One JSON line (NDJSON / WebSocket frame / SSE data).
@@ -207,7 +275,7 @@ impl Filters {
         if self
             .message
             .as_ref()
-            .is_some_and(|x| Some(x) != m.message.as_ref())
+            .is_some_and(|x| Some(x.as_str()) != m.message.as_ref().map(Text::as_str))
         {
             return false;
         }
@@ -244,18 +312,28 @@ mod tests {
     #[test]
     fn binary_is_base64_and_round_trips() {
         let body = [0u8, 0xff, 0xfe, 1, 2];
-        let m = Message::with_body("a".into(), 5_000_000, "t".into(), body.to_vec());
+        let m = Message::with_body(
+            "a".into(),
+            5_000_000,
+            "t".into(),
+            Bytes::copy_from_slice(&body),
+        );
         assert_eq!(m.encoding.as_deref(), Some("base64"));
-        assert_eq!(m.payload(), body);
+        assert_eq!(m.payload(), &body[..]);
         assert_eq!(m.time, 5);
-        let t = Message::with_body("a".into(), 0, "t".into(), b" text \n".to_vec());
+        let t = Message::with_body("a".into(), 0, "t".into(), Bytes::from_static(b" text \n"));
         assert_eq!(t.encoding, None);
-        assert_eq!(t.payload(), b" text \n");
+        assert_eq!(t.payload(), &b" text \n"[..]);
     }
 
     #[test]
     fn json_shape() {
-        let m = Message::with_body("abc".into(), 1_000_000, "t".into(), b"hi".to_vec());
+        let m = Message::with_body(
+            "abc".into(),
+            1_000_000,
+            "t".into(),
+            Bytes::from_static(b"hi"),
+        );
         let v: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
         assert_eq!(
             v,
@@ -265,7 +343,7 @@ mod tests {
 
     #[test]
     fn filters() {
-        let mut m = Message::with_body("abc".into(), 0, "t".into(), b"hi".to_vec());
+        let mut m = Message::with_body("abc".into(), 0, "t".into(), Bytes::from_static(b"hi"));
         m.tags = Some(vec!["a".into(), "b".into()]);
         m.priority = Some(4);
         let f = |f: Filters| f.matches(&m);

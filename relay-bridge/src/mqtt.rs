@@ -144,13 +144,13 @@ async fn inbound(
     echo: Option<&EchoFilter>,
     prefix: &str,
     mqtt_topic: &[u8],
-    payload: &[u8],
+    payload: Bytes,
     limit: usize,
 ) {
     let Ok(t) = std::str::from_utf8(mqtt_topic) else {
         return;
     };
-    if echo.is_some_and(|e| e.is_echo(t, payload)) {
+    if echo.is_some_and(|e| e.is_echo(t, &payload)) {
         return;
     }
     let Some(name) = t.strip_prefix(prefix) else {
@@ -165,7 +165,8 @@ async fn inbound(
     }
     let d = Draft {
         topic: name.to_owned(),
-        body: payload.to_vec(),
+        // Shared with the broker's frame, not copied.
+        body: payload,
         cache: true,
         ..Default::default()
     };
@@ -526,7 +527,7 @@ pub async fn start_embedded(
                         Some(&echo),
                         &prefix,
                         &f.publish.topic,
-                        &f.publish.payload,
+                        f.publish.payload,
                         limit,
                     )
                     .await;
@@ -678,7 +679,7 @@ pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
                         Some(&echo),
                         &prefix,
                         p.topic.as_bytes(),
-                        &p.payload,
+                        p.payload,
                         limit,
                     )
                     .await;

@@ -13,7 +13,7 @@ fn msg(id: &str, topic: &str, key_secs: i64, expires: i64) -> Message {
         id.into(),
         key_secs * 1_000_000,
         topic.into(),
-        id.as_bytes().to_vec(),
+        bytes::Bytes::copy_from_slice(id.as_bytes()),
     );
     m.expires = Some(expires);
     m

@@ -130,14 +130,19 @@ fn wire_types_agree() {
         "AbCdEf012345".into(),
         1_700_000_000_123_456,
         "t-1".into(),
-        &[0, 0xff, 7],
+        bytes::Bytes::from_static(&[0, 0xff, 7]),
     );
     full.expires = Some(1_700_043_200);
     full.title = Some("T".into());
     full.tags = Some(vec!["a".into(), "b".into()]);
     full.priority = Some(4);
     full.click = Some("https://example.com/".into());
-    let text = Wire::with_body("x".into(), 5_000_000, "t".into(), b"plain");
+    let text = Wire::with_body(
+        "x".into(),
+        5_000_000,
+        "t".into(),
+        bytes::Bytes::from_static(b"plain"),
+    );
     let open = Wire::control(Event::Open, "o1".into(), 9, &["a".into(), "b".into()]);
     for w in [full, text, open] {
         let json: serde_json::Value = serde_json::from_str(&w.to_json()).unwrap();
@@ -149,7 +154,7 @@ fn wire_types_agree() {
         );
         assert_eq!(m.event, w.event.as_str());
         if m.is_message() {
-            assert_eq!(m.body().unwrap(), w.payload());
+            assert_eq!(m.body().unwrap(), &w.payload()[..]);
         }
     }
 }
