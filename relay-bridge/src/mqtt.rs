@@ -495,17 +495,11 @@ pub async fn start_embedded(
                 let sent = if retain {
                     // The link's `publish` cannot set the retain flag; `send`
                     // takes the packet as is.
-                    let p = rumqttd::protocol::Publish::new(
-                        Bytes::from(topic),
-                        Bytes::from(payload),
-                        true,
-                    );
+                    let p = rumqttd::protocol::Publish::new(Bytes::from(topic), payload, true);
                     rt.block_on(link_tx.send(rumqttd::protocol::Packet::Publish(p, None)))
                         .map(|_| ())
                 } else {
-                    link_tx
-                        .publish(Bytes::from(topic), Bytes::from(payload))
-                        .map(|_| ())
+                    link_tx.publish(Bytes::from(topic), payload).map(|_| ())
                 };
                 if sent.is_err() {
                     tracing::error!("embedded broker link closed");
