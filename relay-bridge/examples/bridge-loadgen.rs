@@ -478,6 +478,9 @@ fn start_bridge(
         .env("RDV_BRIDGE_LIMITS__GLOBAL_BURST", "1000000")
         .env("RDV_BRIDGE_LIMITS__GLOBAL_REQUESTS_PER_SEC", "1000000")
         .env("RDV_BRIDGE_LIMITS__BYTES_PER_DAY", "1000000000000")
+        // A queue as deep as mosquitto's here (100,000 messages): 128 MiB
+        // per filter, so a subscriber behind a 32 KB burst loses nothing.
+        .env("RDV_BRIDGE_MQTT__FILTER_LOG_BYTES", "134217728")
         .env("RUST_LOG", "warn,rumqttd=off")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());

@@ -73,6 +73,12 @@ pub struct MqttConfig {
     pub client_id: String,
     /// Most connections the embedded broker accepts.
     pub max_connections: usize,
+    /// Bytes of recent publications the embedded broker keeps in memory per
+    /// subscribed filter (rumqttd's log, in 8 segments). A subscriber that
+    /// falls further behind loses the oldest, as with Mosquitto's
+    /// `max_queued_messages`; memory is at most this much per filter
+    /// (docs/relay-bridge.md, "Memory").
+    pub filter_log_bytes: usize,
 }
 
 impl Default for MqttConfig {
@@ -86,6 +92,7 @@ impl Default for MqttConfig {
             external_url: None,
             client_id: "rdv-relay-bridge".into(),
             max_connections: 10_000,
+            filter_log_bytes: 32 * 1024 * 1024,
         }
     }
 }
@@ -279,6 +286,14 @@ impl Config {
                 "mqtt.mode = external needs mqtt.external_url".into(),
             ));
         }
+        let segment = self.limits.message_size_limit + crate::mqtt::PACKET_OVERHEAD;
+        if self.mqtt.filter_log_bytes / crate::mqtt::FILTER_LOG_SEGMENTS < segment {
+            return Err(Error::Config(format!(
+                "mqtt.filter_log_bytes must be at least {} ({} segments of one largest message)",
+                segment * crate::mqtt::FILTER_LOG_SEGMENTS,
+                crate::mqtt::FILTER_LOG_SEGMENTS
+            )));
+        }
         if self.mqtt.prefix.contains(['#', '+']) {
             return Err(Error::Config("mqtt.prefix may not hold wildcards".into()));
         }
@@ -316,6 +331,22 @@ mod tests {
         assert!(c.cache.shared);
         assert!(!Config::default().cache.shared);
         assert!(Config::from_toml("[mqtt]\nmode = \"external\"\n").is_err());
+    }
+
+    #[test]
+    fn filter_log_holds_eight_largest_messages() {
+        // 8 segments of 64 KiB + 1 KiB overhead each.
+        let min = 8 * (64 * 1024 + 1024);
+        let at = |n: usize| Config::from_toml(&format!("[mqtt]\nfilter_log_bytes = {n}\n"));
+        assert!(at(min).is_ok());
+        assert!(at(min - 1).is_err());
+        assert!(
+            Config::from_toml(&format!(
+                "[mqtt]\nfilter_log_bytes = {min}\n[limits]\nmessage_size_limit = 70000\n"
+            ))
+            .is_err(),
+            "a larger message limit needs a larger log"
+        );
     }
 
     #[test]

@@ -22,6 +22,10 @@ use rumqttd::gate::{ConnectionGate, LinkGate, Verdict};
 /// Room for the MQTT fixed header, topic and properties above the body limit.
 pub const PACKET_OVERHEAD: usize = 1024;
 
+/// Segments of the broker's per-filter log: the oldest segment is dropped
+/// whole, so more segments keep the window closer to `filter_log_bytes`.
+pub const FILTER_LOG_SEGMENTS: usize = 8;
+
 /// The addresses the embedded broker listens on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MqttAddrs {
@@ -416,8 +420,8 @@ pub async fn start_embedded(
         router: rumqttd::RouterConfig {
             max_connections: cfg.max_connections,
             max_outgoing_packet_count: 200,
-            max_segment_size: 16 * 1024 * 1024,
-            max_segment_count: 8,
+            max_segment_size: cfg.filter_log_bytes / FILTER_LOG_SEGMENTS,
+            max_segment_count: FILTER_LOG_SEGMENTS,
             custom_segment: None,
             initialized_filters: None,
             shared_subscriptions_strategy: Default::default(),
