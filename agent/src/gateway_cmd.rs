@@ -73,8 +73,9 @@ pub enum GatewayCommand {
     },
     /// List the mailboxes this key proved, with their gateway addresses.
     Mailboxes,
-    /// Print what arrived (probes, answers, invites, releases), one JSON
-    /// object per line, oldest first.
+    /// Print what arrived (probes, answers, invites, releases, forwarding
+    /// confirmations), one JSON object per line, oldest first. A forwarding
+    /// confirmation's code is also told on stderr, in words.
     Inbox {
         /// Only items after this sequence number.
         #[arg(long)]
@@ -84,7 +85,8 @@ pub enum GatewayCommand {
         limit: Option<u32>,
     },
     /// Wait for new items and print each as one JSON line
-    /// ({"event","id","data"}) until interrupted or the gateway closes.
+    /// ({"event","id","data"}) until interrupted or the gateway closes; a
+    /// forwarding confirmation's code is also told on stderr, in words.
     Listen {
         /// Start after this sequence number (default: everything queued).
         #[arg(long)]
@@ -303,6 +305,31 @@ fn item_at(c: &GatewayClient, seq: u64) -> Result<InboxItem> {
         .ok_or_else(|| Error::Input(format!("no inbox item at seq {seq}")))
 }
 
+/// The line a human needs for an item only they can act on: a forwarding
+/// confirmation's code goes into the provider's settings, not to an agent
+/// (docs/probe-gateway.md "Forwarding confirmations"). Network text is
+/// escaped (§5.6).
+fn notice(item: &InboxItem) -> Option<String> {
+    let f = item.forwarding_confirmation()?;
+    let provider = match f.provider {
+        Some("gmail") | None => "Gmail".to_string(),
+        Some(p) => printable(p),
+    };
+    Some(format!(
+        "{provider} forwarding confirmation for {}: code {}; enter it in {provider}'s \
+         forwarding settings",
+        printable(f.mailbox),
+        printable(f.code)
+    ))
+}
+
+/// Prints [`notice`] on stderr: stdout stays one JSON item per line.
+fn tell(item: &InboxItem) {
+    if let Some(n) = notice(item) {
+        eprintln!("rdv: {n}");
+    }
+}
+
 /// Runs one command, reading `inbound`'s message from stdin.
 pub fn run(args: &GatewayArgs, out: &mut impl Write) -> Result<()> {
     run_with(args, &mut std::io::stdin().lock(), out)
@@ -355,6 +382,7 @@ pub fn run_with(args: &GatewayArgs, stdin: &mut impl Read, out: &mut impl Write)
         GatewayCommand::Inbox { after, limit } => {
             for item in c.inbox(*after, *limit).map_err(gw_err)?.items {
                 line(out, &item)?;
+                tell(&item);
             }
         }
         GatewayCommand::Listen { after } => {
@@ -364,6 +392,9 @@ pub fn run_with(args: &GatewayArgs, stdin: &mut impl Read, out: &mut impl Write)
                     out,
                     &json!({"event": ev.event, "id": ev.id, "data": ev.data}),
                 )?;
+                if let Ok(item) = ev.item() {
+                    tell(&item);
+                }
             }
         }
         GatewayCommand::SendProbe {
@@ -518,6 +549,31 @@ mod tests {
         assert_eq!(e.to_string(), "gateway refused: duplicate (409)");
         let e = gw_err(rdv_gateway_client::Error::Input("bad".into()));
         assert!(matches!(e, Error::Input(_)));
+    }
+
+    #[test]
+    fn forwarding_confirmations_get_a_human_line() {
+        let item = |v: Value| serde_json::from_value::<InboxItem>(v).unwrap();
+        let fwd = json!({
+            "seq": 3, "received": "2026-10-08T12:00:00Z", "kind": "forwarding_confirmation",
+            "code": "012345678", "provider": "gmail", "mailbox": "john@doe.test",
+        });
+        assert_eq!(
+            notice(&item(fwd.clone())).as_deref(),
+            Some(
+                "Gmail forwarding confirmation for john@doe.test: code 012345678; enter it in \
+                 Gmail's forwarding settings"
+            )
+        );
+        // What the gateway sent cannot repaint the terminal.
+        let mut odd = fwd.clone();
+        odd["code"] = json!("1\u{1b}[2J");
+        assert!(!notice(&item(odd)).unwrap().contains('\u{1b}'));
+        // Other items have none; stdout's JSON is the item either way.
+        let probe = json!({"seq": 4, "received": "2026-10-08T12:00:00Z", "kind": "probe"});
+        assert_eq!(notice(&item(probe)), None);
+        let back: Value = serde_json::from_str(&ascii_json(&item(fwd.clone())).unwrap()).unwrap();
+        assert_eq!(back, fwd);
     }
 
     #[test]

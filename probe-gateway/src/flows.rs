@@ -9,9 +9,8 @@
 //! given back when it could not be, so a failed send consumes nothing.
 //! Nothing here logs an address, a cookie, a token or a document.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use rdv_proto::consts::{BLOCK_BEGIN, BLOCK_END, PROBE_LIFETIME_SECS};
 use rdv_proto::mailblock::{
@@ -24,8 +23,9 @@ use serde_json::{Value, json};
 
 use crate::address_key::{AddressKey, OptOutId};
 use crate::clock::Entropy;
+use crate::extract::{Signed, SignedAgent};
 use crate::gate::Admitted;
-use crate::http::{ApiRefusal, AppState, Delivery, email, parse_body, registered_agent};
+use crate::http::{ApiRefusal, AppState, Delivery, email};
 use crate::mailer::OutboundMessage;
 use crate::store::{
     InviteRules, NewProbe, NewSend, Released, SendLimit, SendRules, StoreError, StoredProbe,
@@ -533,12 +533,8 @@ fn daily_only(s: &AppState) -> SendRules {
         (status = 403, body = crate::http::ErrorBody)))]
 pub async fn mailboxes(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    SignedAgent(agent): SignedAgent,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
     let held = s
         .inner
         .store
@@ -577,13 +573,8 @@ pub struct SendProbeBody {
         (status = 503, body = crate::http::ErrorBody)))]
 pub async fn send_probe(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Signed { agent, body: b }: Signed<SendProbeBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: SendProbeBody = parse_body(&body)?;
     let name = display_name(b.from_name.as_deref())?;
     let to = email(&b.to)?;
     let now = s.now();
@@ -690,13 +681,8 @@ fn probe_cookie(s: &AppState, p: &StoredProbe) -> Result<String, ApiRefusal> {
         (status = 422, body = crate::http::ErrorBody), (status = 503, body = crate::http::ErrorBody)))]
 pub async fn send_syn_ack(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Signed { agent, body: b }: Signed<SynAckBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: SynAckBody = parse_body(&body)?;
     let name = display_name(b.from_name.as_deref())?;
     let probe = own_item(&s, &agent, b.seq, "probe").await?;
     let now = s.now();
@@ -833,13 +819,8 @@ pub struct AckBody {
         (status = 404, body = crate::http::ErrorBody), (status = 410, body = crate::http::ErrorBody)))]
 pub async fn ack(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Signed { agent, body: b }: Signed<AckBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: AckBody = parse_body(&body)?;
     let probe = own_item(&s, &agent, b.seq, "probe").await?;
     let now = s.now();
     if (now.unix_timestamp() - probe.probe.ts) >= PROBE_LIFETIME_SECS {
@@ -943,13 +924,8 @@ pub struct SendAckBody {
         (status = 503, body = crate::http::ErrorBody)))]
 pub async fn send_ack(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Signed { agent, body: b }: Signed<SendAckBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: SendAckBody = parse_body(&body)?;
     let name = display_name(b.from_name.as_deref())?;
     let synack = own_item(&s, &agent, b.seq, "probe_ack").await?;
     let echo = ProbeEcho::verify(&b.echo).map_err(bad_document)?;
@@ -1063,13 +1039,8 @@ fn check_note(note: &str) -> Result<(), ApiRefusal> {
         (status = 503, body = crate::http::ErrorBody)))]
 pub async fn send_invite(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Signed { agent, body: b }: Signed<SendInviteBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: SendInviteBody = parse_body(&body)?;
     let name = display_name(b.from_name.as_deref())?;
     let to = email(&b.to)?;
     if let Some(n) = &b.note {
@@ -1175,13 +1146,8 @@ pub struct InviteStatusBody {
 pub async fn invite_status(
     State(s): State<AppState>,
     Path(id): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Signed { agent, body: b }: Signed<InviteStatusBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: InviteStatusBody = parse_body(&body)?;
     let status = match b.status.as_str() {
         "accepted" => "accepted",
         "declined" => "declined",

@@ -10,9 +10,10 @@
 //!   `/v1/send/syn-ack`, `/v1/send/ack`, `/v1/send/invite`, `/v1/ack`,
 //!   `/v1/invites/{id}/status`, and the opt-out at `/v1/optout/{token}`.
 //!
-//! Agent requests are signed (`signed`). Refusals are JSON `{error,
-//! message}` with a stable code. Nothing here logs a mail body, a token, a
-//! code or a secret: handlers log outcomes and codes only.
+//! Agent requests are signed (`signed`); handlers take them through the
+//! extractors of `extract`. Refusals are JSON `{error, message}` with a
+//! stable code. Nothing here logs a mail body, a token, a code or a
+//! secret: handlers log outcomes and codes only.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -42,9 +43,10 @@ use crate::address_key::AddressKey;
 use crate::clock::{Clock, Entropy};
 use crate::config::Config;
 use crate::cookie::CookieKeys;
+use crate::extract::{Enrolling, SignedAgent};
 use crate::gate::{self, Admitted, Arrival, AuthBackend};
 use crate::mailer::{OutboundMail, code_message};
-use crate::signed::{self, AUTH_HEADER, AuthRefusal};
+use crate::signed::{AUTH_HEADER, AuthRefusal};
 use crate::store::{CodeOutcome, NewProbe, Store, StoredProbe};
 use crate::verdict::{Refusal as GateRefusal, SpfSource};
 
@@ -314,39 +316,6 @@ async fn token_mailbox(s: &AppState, headers: &HeaderMap) -> Result<String, ApiR
     }
 }
 
-/// Verifies a signed agent request and claims its id (replay-proof).
-pub(crate) async fn signed_agent(
-    s: &AppState,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<AgentId, ApiRefusal> {
-    let now = s.now();
-    let window = s.inner.cfg.signed_request_window_secs;
-    let pq = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    let req = signed::verify(
-        headers.get(AUTH_HEADER).map(|v| v.as_bytes()),
-        method.as_str(),
-        pq,
-        body,
-        now,
-        window,
-    )?;
-    // Kept until the request's timestamp has left the window for good.
-    let expires = req.ts.unix_timestamp() + window + 1;
-    let fresh = s
-        .inner
-        .store
-        .claim_nonce(req.agent.as_str(), &req.id, expires, now.unix_timestamp())
-        .await
-        .map_err(ApiRefusal::internal)?;
-    if !fresh {
-        return Err(AuthRefusal::Replayed.into());
-    }
-    Ok(req.agent)
-}
-
 fn gate_refusal(r: &GateRefusal) -> Response {
     let status = match r {
         GateRefusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -581,16 +550,6 @@ struct VerifyBody {
     code: String,
 }
 
-pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiRefusal> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiRefusal::new(
-            StatusCode::BAD_REQUEST,
-            "malformed",
-            format!("malformed body: {e}"),
-        )
-    })
-}
-
 pub(crate) fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
     match Address::parse(mailbox) {
         Ok(a) if a.kind == AddressKind::Email => Ok(a),
@@ -619,13 +578,8 @@ fn code_hash(mailbox: &str, agent: &str, code: &str) -> String {
         (status = 503, body = ErrorBody)))]
 async fn register(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Enrolling { agent, body: b }: Enrolling<RegisterBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = signed_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: RegisterBody = parse_body(&body)?;
     let mailbox = email(&b.mailbox)?;
     let now = s.now();
     let under = s
@@ -697,13 +651,8 @@ async fn register(
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn verify(
     State(s): State<AppState>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Enrolling { agent, body: b }: Enrolling<VerifyBody>,
 ) -> Result<Response, ApiRefusal> {
-    let agent = signed_agent(&s, &method, &uri, &headers, &body).await?;
-    let b: VerifyBody = parse_body(&body)?;
     let mailbox = email(&b.mailbox)?;
     if b.code.len() > 64 {
         return Err(ApiRefusal::new(
@@ -766,31 +715,6 @@ async fn verify(
             "no registration of this mailbox by this agent is pending",
         )),
     }
-}
-
-/// The signed agent, which must have proved at least one mailbox.
-pub(crate) async fn registered_agent(
-    s: &AppState,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<AgentId, ApiRefusal> {
-    let agent = signed_agent(s, method, uri, headers, body).await?;
-    let held = s
-        .inner
-        .store
-        .agent_mailboxes(agent.as_str())
-        .await
-        .map_err(ApiRefusal::internal)?;
-    if held.is_empty() {
-        return Err(ApiRefusal::new(
-            StatusCode::FORBIDDEN,
-            "unregistered",
-            "this key has not proved any mailbox here",
-        ));
-    }
-    Ok(agent)
 }
 
 /// The cursor of the inbox endpoints.
@@ -865,12 +789,9 @@ pub(crate) fn item(s: &AppState, p: &StoredProbe) -> Value {
         (status = 403, body = ErrorBody)))]
 async fn inbox(
     State(s): State<AppState>,
-    method: Method,
     uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    SignedAgent(agent): SignedAgent,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
     let c = cursor(&uri)?;
     let limit = c
         .limit
@@ -898,12 +819,9 @@ async fn inbox(
     responses((status = 200, content_type = "text/event-stream"), (status = 401, body = ErrorBody)))]
 async fn stream(
     State(s): State<AppState>,
-    method: Method,
     uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    SignedAgent(agent): SignedAgent,
 ) -> Result<Response, ApiRefusal> {
-    let agent = registered_agent(&s, &method, &uri, &headers, &body).await?;
     let c = cursor(&uri)?;
     // Subscribe before the first read, so nothing admitted in between is missed.
     let rx = s.inner.notify.subscribe();

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod config;
 pub mod cookie;
 pub mod error;
+pub mod extract;
 pub mod flows;
 pub mod forwarding;
 pub mod gate;

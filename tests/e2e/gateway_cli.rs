@@ -1,7 +1,8 @@
 //! A person at a terminal tries a probe gateway (SPEC §5.2.1, §5.2.2): the
 //! real `rdv-probe-gateway serve` (SQLite, port 0, outbound mail spooled to
 //! `<data_dir>/outbox/`) and the real `rdv gateway …` commands. Spooled
-//! mail is handed back with `rdv gateway inbound`, as a mail rule would.
+//! mail is handed back with `rdv gateway inbound`, as a mail rule would;
+//! Gmail's forwarding confirmation comes in over the gateway's SMTP listener.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -22,36 +23,128 @@ use serde_json::Value;
 const ALICE_SEED: &str = "0101010101010101010101010101010101010101010101010101010101010101";
 const BOB_SEED: &str = "0202020202020202020202020202020202020202020202020202020202020202";
 const RELAY: &str = "wss://relay.example.org";
+/// The authserv-id the gateway trusts when it listens for SMTP.
+const AUTHSERV: &str = "mx.e2e.test";
+
+/// [`start_server`] for a gateway that also listens for SMTP: both bound
+/// addresses are read from its stdout (`listening on http://…`, then
+/// `listening on smtp://…`).
+fn start_with_smtp(mut cmd: Command) -> (Server, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = |scheme: &str| loop {
+        let line = lines
+            .next()
+            .expect("the gateway printed its addresses")
+            .unwrap();
+        if let Some((_, addr)) = line.split_once(scheme) {
+            break addr
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
+    };
+    let url = format!("http://{}", next("http://"));
+    let smtp = next("smtp://");
+    std::thread::spawn(move || for _ in lines {});
+    (Server { child, url }, smtp)
+}
+
+/// One SMTP reply (its last line's code), multi-line replies read whole.
+fn smtp_reply(r: &mut impl BufRead) -> u16 {
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).unwrap();
+        assert!(l.len() >= 4, "SMTP reply {l:?}");
+        if l.as_bytes()[3] == b' ' {
+            return l[..3].parse().unwrap();
+        }
+    }
+}
+
+/// Delivers `raw` to `rcpt` over SMTP, as Gmail's servers would.
+fn smtp_send(addr: &str, from: &str, rcpt: &str, raw: &str) {
+    use std::io::Write;
+    let mut w = std::net::TcpStream::connect(addr).unwrap();
+    let mut r = std::io::BufReader::new(w.try_clone().unwrap());
+    assert_eq!(smtp_reply(&mut r), 220);
+    for (cmd, want) in [
+        ("EHLO mail-sor-f41.google.com".to_string(), 250),
+        (format!("MAIL FROM:<{from}>"), 250),
+        (format!("RCPT TO:<{rcpt}>"), 250),
+        ("DATA".to_string(), 354),
+    ] {
+        write!(w, "{cmd}\r\n").unwrap();
+        assert_eq!(smtp_reply(&mut r), want, "{cmd}");
+    }
+    for l in raw.split("\r\n") {
+        let dot = if l.starts_with('.') { "." } else { "" };
+        write!(w, "{dot}{l}\r\n").unwrap();
+    }
+    write!(w, ".\r\n").unwrap();
+    assert_eq!(smtp_reply(&mut r), 250, "DATA");
+    write!(w, "QUIT\r\n").unwrap();
+}
+
+/// Gmail's forwarding confirmation for `mailbox`, to its gateway address,
+/// DKIM-passed for google.com by the trusted authserv-id.
+fn forwarding_mail(mailbox: &str, to: &str) -> String {
+    format!(
+        "Authentication-Results: {AUTHSERV}; dkim=pass header.d=google.com\r\n\
+         From: Gmail Team <forwarding-noreply@google.com>\r\nTo: {to}\r\n\
+         Subject: (#012345678) Gmail Forwarding Confirmation - Receive Mail from {mailbox}\r\n\
+         Message-ID: <fwd-1@google.com>\r\nContent-Type: text/plain; charset=UTF-8\r\n\r\n\
+         Confirmation code: 012345678\r\n"
+    )
+}
 
 struct Env {
     dir: PathBuf,
     server: Server,
+    /// The SMTP listener's `host:port`, when started with one.
+    smtp: Option<String>,
     seen: HashSet<PathBuf>,
 }
 
 impl Env {
-    fn start(name: &str) -> Self {
+    /// The gateway, with an SMTP listener (and `AUTHSERV` trusted) when
+    /// `smtp`.
+    fn start(name: &str, smtp: bool) -> Self {
         let dir = std::env::temp_dir().join(format!("rdv-e2e-gw-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("gateway.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "http_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n[flows]\nmail_domain = \"gw.test\"\n",
-                dir.join("data").display()
-            ),
-        )
-        .unwrap();
+        let mut toml = format!(
+            "http_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n",
+            dir.join("data").display()
+        );
+        if smtp {
+            toml.push_str(&format!(
+                "smtp_listen = \"127.0.0.1:0\"\n\n[auth.trusted]\nauthserv_ids = [\"{AUTHSERV}\"]\n"
+            ));
+        }
+        toml.push_str("\n[flows]\nmail_domain = \"gw.test\"\n");
+        std::fs::write(&config, toml).unwrap();
         let mut serve = Command::new(bin("rdv-probe-gateway"));
         serve.arg("serve").arg("--config").arg(&config);
-        let server = start_server(serve);
+        let (server, smtp) = if smtp {
+            let (server, smtp) = start_with_smtp(serve);
+            (server, Some(smtp))
+        } else {
+            (start_server(serve), None)
+        };
         for (who, seed) in [("alice", ALICE_SEED), ("bob", BOB_SEED)] {
             std::fs::write(dir.join(format!("{who}.seed")), seed).unwrap();
         }
         Self {
             dir,
             server,
+            smtp,
             seen: HashSet::new(),
         }
     }
@@ -186,7 +279,7 @@ fn probe_mail(to: &str) -> String {
 
 #[test]
 fn enrol_receive_a_probe_and_refusals() {
-    let mut env = Env::start("enrol");
+    let mut env = Env::start("enrol", true);
     // A wrong code is refused with the gateway's code, exit 1.
     let v = env.ok("bob", &["register", "--mailbox", "Bob@B.test"], b"");
     assert_eq!(v["mailbox"], "bob@b.test");
@@ -207,7 +300,8 @@ fn enrol_receive_a_probe_and_refusals() {
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     let token = v["token"].as_str().unwrap().to_string();
     assert!(token.starts_with("rdvgw1."));
-    assert!(v["gateway_address"].as_str().unwrap().ends_with("@gw.test"));
+    let gaddr = v["gateway_address"].as_str().unwrap().to_string();
+    assert!(gaddr.ends_with("@gw.test"));
     // The person is told how to wire the mail rule, and where to read.
     assert!(
         err.contains("docs/mail-rules.md") && err.contains("shown once"),
@@ -270,22 +364,50 @@ fn enrol_receive_a_probe_and_refusals() {
     assert_eq!(c, 1);
     assert!(err.contains("--tier"), "{err}");
 
-    // listen prints the queued item as one JSON line, then waits.
+    // Gmail's forwarding confirmation reaches the gateway address by SMTP:
+    // stdout has the item as the gateway sent it, stderr the code in words.
+    let smtp = env.smtp.clone().unwrap();
+    let fwd = forwarding_mail("bob@b.test", &gaddr);
+    smtp_send(&smtp, "forwarding-noreply@google.com", &gaddr, &fwd);
+    let after = seq.to_string();
+    let (c, out, err) = env.rdv("bob", &["inbox", "--after", &after], b"");
+    assert_eq!(c, 0, "{err}");
+    let item: Value = serde_json::from_str(out.trim()).unwrap();
+    let fseq = item["seq"].as_u64().unwrap();
+    assert_eq!(
+        item,
+        serde_json::json!({
+            "seq": fseq, "received": item["received"], "kind": "forwarding_confirmation",
+            "code": "012345678", "provider": "gmail", "mailbox": "bob@b.test",
+        })
+    );
+    let notice = "rdv: Gmail forwarding confirmation for bob@b.test: code 012345678; \
+                  enter it in Gmail's forwarding settings";
+    assert_eq!(err.trim(), notice);
+
+    // listen prints the queued items as JSON lines, then waits.
     let mut child = Command::new(bin("rdv"))
         .args(["gateway", "--gateway", &env.server.url, "--seed-file"])
         .arg(env.seed("bob"))
         .args(["listen", "--after", "0"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut errs = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let second: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let told = errs.next().unwrap().unwrap();
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(first["event"], "probe");
     assert_eq!(first["id"], seq.to_string());
     assert_eq!(first["data"]["seq"], seq);
+    assert_eq!(second["event"], "forwarding_confirmation");
+    assert_eq!(second["id"], fseq.to_string());
+    assert_eq!(second["data"], item);
+    assert_eq!(told, notice);
 }
 
 fn subject_has(mail: &str, marker: &str) -> bool {
@@ -295,7 +417,7 @@ fn subject_has(mail: &str, marker: &str) -> bool {
 
 #[test]
 fn two_agents_probe_answer_ack_and_invite() {
-    let mut env = Env::start("flow");
+    let mut env = Env::start("flow", false);
     let alice_token = env.enroll("alice", "alice@a.test")["token"]
         .as_str()
         .unwrap()

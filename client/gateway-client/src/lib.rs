@@ -15,4 +15,6 @@ pub mod wire;
 
 pub use client::{EventStream, GatewayClient, inbound_with};
 pub use error::{Error, Result};
-pub use wire::{InboxItem, InviteAnswer, ItemKind, ItemStatus, StreamEvent};
+pub use wire::{
+    ForwardingConfirmation, InboxItem, InviteAnswer, ItemKind, ItemStatus, StreamEvent,
+};

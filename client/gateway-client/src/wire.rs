@@ -181,6 +181,10 @@ pub enum ItemKind {
     ProbeEcho,
     /// A probe of ours was released (the ACK landed).
     Release,
+    /// The provider's code that confirms forwarding to our gateway address
+    /// (docs/probe-gateway.md "Forwarding confirmations"): `code`,
+    /// `provider` and `mailbox`, no payload.
+    ForwardingConfirmation,
     /// A kind this client does not know yet.
     #[serde(untagged)]
     Other(String),
@@ -231,8 +235,40 @@ pub struct InboxItem {
     pub cookie: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ItemStatus>,
+    /// For a forwarding confirmation: the code, ASCII digits as the
+    /// provider's subject carried them (leading zeros kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// For a forwarding confirmation: who asked (`gmail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A forwarding confirmation's members, borrowed from its item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardingConfirmation<'a> {
+    /// Our mailbox whose forwarding it confirms.
+    pub mailbox: &'a str,
+    /// What the owner types into the provider's forwarding settings.
+    pub code: &'a str,
+    pub provider: Option<&'a str>,
+}
+
+impl InboxItem {
+    /// The item as a forwarding confirmation: of that kind, with its code
+    /// and mailbox (an item lacking either is not one the owner can use).
+    pub fn forwarding_confirmation(&self) -> Option<ForwardingConfirmation<'_>> {
+        if self.kind != ItemKind::ForwardingConfirmation {
+            return None;
+        }
+        Some(ForwardingConfirmation {
+            mailbox: self.mailbox.as_deref()?,
+            code: self.code.as_deref()?,
+            provider: self.provider.as_deref(),
+        })
+    }
 }
 
 /// `GET /v1/inbox` answer.
@@ -347,6 +383,36 @@ mod tests {
         assert!(item(json!({"seq": -1})).is_err());
         assert!(item(json!({"cookie": 5})).is_err());
         assert!(item(json!({"kind": 1})).is_err());
+    }
+
+    #[test]
+    fn forwarding_confirmations_are_typed_and_round_trip() {
+        // As the gateway sends it (probe-gateway/src/forwarding.rs, http.rs `item`).
+        let wire = json!({
+            "seq": 9, "received": "2026-10-08T12:00:00Z", "kind": "forwarding_confirmation",
+            "code": "012345678", "provider": "gmail", "mailbox": "john@doe.test",
+        });
+        let it: InboxItem = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(it.kind, ItemKind::ForwardingConfirmation);
+        assert!(it.extra.is_empty(), "{:?}", it.extra);
+        assert_eq!(
+            it.forwarding_confirmation(),
+            Some(ForwardingConfirmation {
+                mailbox: "john@doe.test",
+                code: "012345678",
+                provider: Some("gmail"),
+            })
+        );
+        // The CLI prints the item as the gateway sent it.
+        assert_eq!(serde_json::to_value(&it).unwrap(), wire);
+        // A number is not a code (the leading zero would be lost).
+        assert!(item(json!({"kind": "forwarding_confirmation", "code": 12345678})).is_err());
+        // Without its code or mailbox it is of no use to the owner.
+        let it = item(json!({"kind": "forwarding_confirmation", "mailbox": "j@d.test"})).unwrap();
+        assert_eq!(it.forwarding_confirmation(), None);
+        // Other kinds are not one, whatever members they carry.
+        let it = item(json!({"code": "123456", "mailbox": "j@d.test"})).unwrap();
+        assert_eq!(it.forwarding_confirmation(), None);
     }
 
     #[test]

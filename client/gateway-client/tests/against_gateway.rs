@@ -1,7 +1,8 @@
 //! The client against the real gateway (`rdv_probe_gateway::server`) on
 //! 127.0.0.1:0 over HTTP: enrolment, the inbox and its stream, refusals
 //! as data, and the whole probe handshake between two agents on one
-//! gateway (SPEC §5.2.1) and an invite (§5.2.2). The gateway's clock is a
+//! gateway (SPEC §5.2.1) and an invite (§5.2.2), and a forwarding
+//! confirmation as a typed item. The gateway's clock is a
 //! ManualClock the clients share; its mail is recorded and fed back as a
 //! mail rule would.
 #![allow(clippy::unwrap_used)]
@@ -11,7 +12,9 @@ mod common;
 use std::sync::Arc;
 
 use common::{Backend, Gw, card, probe_mail, request};
-use rdv_gateway_client::{Error, GatewayClient, InviteAnswer, ItemKind, ItemStatus};
+use rdv_gateway_client::{
+    Error, ForwardingConfirmation, GatewayClient, InviteAnswer, ItemKind, ItemStatus,
+};
 use rdv_probe_gateway::clock::Clock;
 use rdv_proto::AgentKey;
 use rdv_proto::doc::grant::{GrantBuilder, GrantRef};
@@ -109,6 +112,48 @@ fn enrol_read_and_stream(backend: Backend) {
     .unwrap();
     let ev = events.next().unwrap().unwrap();
     assert_eq!(ev.item().unwrap().id.as_deref(), Some(REQ2));
+
+    // Gmail's forwarding confirmation, at the gateway address, the way the
+    // SMTP listener hands it over (`deliver_gateway`): a typed item with
+    // the code, on the stream and in the inbox.
+    let state = &gw.running.as_ref().unwrap().state;
+    let seq = gw
+        .rt
+        .block_on(state.deliver_gateway("bob@b.test", &forwarding_mail(&gaddr), None))
+        .unwrap();
+    let ev = events.next().unwrap().unwrap();
+    assert_eq!(ev.event, "forwarding_confirmation");
+    assert_eq!(ev.id, Some(seq.to_string()));
+    let it = ev.item().unwrap();
+    assert_eq!(it.kind, ItemKind::ForwardingConfirmation);
+    assert_eq!(
+        it.forwarding_confirmation(),
+        Some(ForwardingConfirmation {
+            mailbox: "bob@b.test",
+            code: "012345678",
+            provider: Some("gmail"),
+        })
+    );
+    assert!(it.extra.is_empty(), "{:?}", it.extra);
+    let page = bob
+        .inbox(Some(u64::try_from(seq - 1).unwrap()), None)
+        .unwrap();
+    assert_eq!(page.items, vec![it]);
+}
+
+/// Gmail's forwarding confirmation to `to`, DKIM-passed for google.com by
+/// the trusted authserv-id.
+fn forwarding_mail(to: &str) -> Vec<u8> {
+    format!(
+        "Authentication-Results: {}; dkim=pass header.d=google.com\r\n\
+         From: Gmail Team <forwarding-noreply@google.com>\r\nTo: {to}\r\n\
+         Subject: (#012345678) Gmail Forwarding Confirmation - Receive Mail from bob@b.test\r\n\
+         Date: Thu, 08 Oct 2026 11:59:00 +0000\r\nMessage-ID: <fwd-1@google.com>\r\n\
+         Content-Type: text/plain; charset=UTF-8\r\n\r\n\
+         Confirmation code: 012345678\r\n",
+        common::AUTHSERV
+    )
+    .into_bytes()
 }
 
 #[test]
