@@ -47,7 +47,8 @@ pub fn parse(s: &str, now_secs: i64) -> Result<Since, &'static str> {
 
 /// `<n><s|m|h|d>` in seconds (also used by the config).
 pub fn parse_duration(s: &str) -> Option<i64> {
-    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
+    // Checked: the last byte may be inside a multi-byte character (`10ђ`).
+    let (num, unit) = s.split_at_checked(s.len().checked_sub(1)?)?;
     if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -83,5 +84,9 @@ mod tests {
         assert_eq!(parse_duration("12h"), Some(43_200));
         assert_eq!(parse_duration("h"), None);
         assert_eq!(parse_duration("5x"), None);
+        // Found by fuzzing (relay-bridge/fuzz since_and_topics): a
+        // multi-byte last character panicked.
+        assert_eq!(parse_duration("10ђ"), None);
+        assert!(parse("10ђ", 0).is_err());
     }
 }

@@ -418,3 +418,18 @@ async fn open_instance_admits_anonymous_mqtt() {
     assert!(mosquitto_pub(b.mqtt_port(), &["-t", "anon", "-m", "hi"]));
     assert_eq!(poll(&b, "anon").len(), 1);
 }
+
+/// The vendored rumqttd's MQTT 5 reader refuses a CONNACK or UNSUBACK with a
+/// payload instead of reaching `unreachable!()` (found by the `mqtt_packets`
+/// fuzz target; vendor/rumqttd/PATCHES.md): any client could send one and
+/// panic the task reading its connection. This test panics without the fix.
+#[test]
+fn v5_reader_refuses_unexpected_acks_without_panicking() {
+    use rumqttd::protocol::Protocol;
+    for first in [0x20u8, 0xb0] {
+        let mut frame = bytes::BytesMut::from(&[first, 0x21][..]);
+        frame.extend_from_slice(&[0x21; 0x21]);
+        let r = rumqttd::protocol::v5::V5.read_mut(&mut frame, 1024);
+        assert!(r.is_err(), "type {first:#x} with a payload must be refused");
+    }
+}

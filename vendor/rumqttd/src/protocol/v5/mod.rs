@@ -431,7 +431,12 @@ impl Protocol for V5 {
                 let (pubcomp, properties) = pubcomp::read(fixed_header, packet)?;
                 Packet::PubComp(pubcomp, properties)
             }
-            _ => unreachable!(),
+            // rdv patch (PATCHES.md, "No panic on CONNACK or UNSUBACK"):
+            // upstream's `unreachable!()` was reached by these two types
+            // with a payload.
+            PacketType::ConnAck | PacketType::UnsubAck => {
+                return Err(Error::InvalidPacketType(fixed_header.byte1 >> 4));
+            }
         };
 
         Ok(packet)
