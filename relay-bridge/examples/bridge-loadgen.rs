@@ -115,10 +115,25 @@ fn cpu_of(pids: &[u32]) -> f64 {
     pids.iter().map(|p| cpu_secs(*p)).sum()
 }
 
+/// Waits (at most 30 s) until the servers are idle: under 2% of a core for
+/// 250 ms. Every row then starts from a quiet server, not one still writing
+/// the previous row's burst to its cache.
+async fn settle(pids: &[u32]) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        let a = cpu_of(pids);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if cpu_of(pids) - a < 0.005 {
+            return;
+        }
+    }
+}
+
 /// Runs one scenario and records the CPU the server processes used in it,
 /// background work included (the bridge's cache writer gets 300 ms to
 /// finish after the last message arrived).
 async fn measured(pids: &[u32], scenario: impl std::future::Future<Output = Row>) -> Row {
+    settle(pids).await;
     let before = cpu_of(pids);
     let mut row = scenario.await;
     tokio::time::sleep(Duration::from_millis(300)).await;
