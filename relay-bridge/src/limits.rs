@@ -245,12 +245,18 @@ pub struct ConnGuard {
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        let mut map = self.limits.conns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = map.get_mut(&self.v) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                map.remove(&self.v);
-            }
+        release(&self.limits.conns, self.v);
+    }
+}
+
+/// Gives back one of `v`'s slots in `counts`, forgetting `v` at zero (the
+/// maps hold only visitors with something open).
+fn release(counts: &Mutex<HashMap<Visitor, u32>>, v: Visitor) {
+    let mut map = counts.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(n) = map.get_mut(&v) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(&v);
         }
     }
 }
@@ -264,13 +270,7 @@ pub struct SubGuard {
 
 impl Drop for SubGuard {
     fn drop(&mut self) {
-        let mut map = self.limits.subs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = map.get_mut(&self.v) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                map.remove(&self.v);
-            }
-        }
+        release(&self.limits.subs, self.v);
         self.limits.total_subs.fetch_sub(1, Ordering::SeqCst);
         metrics::gauge!("rdv_bridge_subscribers").decrement(1.0);
     }
