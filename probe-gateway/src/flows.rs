@@ -506,6 +506,35 @@ async fn send_claimed(
     }
 }
 
+/// What a probe or invite send answers with (202).
+struct Sent<'a> {
+    id: &'a str,
+    to: &'a str,
+    message_id: &'a str,
+}
+
+/// A probe or an invite to an address: claims its slot under the
+/// per-address rules, sends it (a send that fails gives the slot back), and
+/// answers 202 with the id and Message-ID.
+async fn claim_and_send(
+    s: &AppState,
+    kind: &'static str,
+    msg: &OutboundMessage,
+    send: &NewSend,
+    rules: &SendRules,
+    sent: Sent<'_>,
+) -> Result<Response, ApiRefusal> {
+    claim(s, send, rules).await?;
+    send_claimed(s, kind, msg, Some(send)).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({
+            "status": "sent", "id": sent.id, "to": sent.to, "message_id": sent.message_id,
+        })),
+    )
+        .into_response())
+}
+
 async fn claim(s: &AppState, send: &NewSend, rules: &SendRules) -> Result<(), ApiRefusal> {
     match s
         .inner
@@ -623,15 +652,12 @@ pub async fn send_probe(
         probe_interval: Some(interval),
         invite: None,
     };
-    claim(&s, &send, &rules).await?;
-    send_claimed(&s, "probe", &msg, Some(&send)).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        axum::Json(json!({
-            "status": "sent", "id": req.id, "to": to.canon(), "message_id": message_id,
-        })),
-    )
-        .into_response())
+    let sent = Sent {
+        id: &req.id,
+        to: to.canon(),
+        message_id: &message_id,
+    };
+    claim_and_send(&s, "probe", &msg, &send, &rules, sent).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -1119,15 +1145,12 @@ pub async fn send_invite(
             global_window: window,
         }),
     };
-    claim(&s, &send, &rules).await?;
-    send_claimed(&s, "invite", &msg, Some(&send)).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        axum::Json(json!({
-            "status": "sent", "id": inv.id, "to": to.canon(), "message_id": message_id,
-        })),
-    )
-        .into_response())
+    let sent = Sent {
+        id: &inv.id,
+        to: to.canon(),
+        message_id: &message_id,
+    };
+    claim_and_send(&s, "invite", &msg, &send, &rules, sent).await
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

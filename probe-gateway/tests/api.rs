@@ -3,6 +3,7 @@
 //! gate, the signed pull API and SSE stream, and every refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
 mod common;
 
 use axum::body::Body;
@@ -15,22 +16,6 @@ use rdv_proto::mailblock::TransferEncoding;
 use rdv_proto::{Address, AgentKey};
 use serde_json::json;
 use tower::ServiceExt;
-
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Backend::Postgres).await
-            }
-        }
-    };
-}
 
 const QP: TransferEncoding = TransferEncoding::QuotedPrintable;
 const ID: &str = "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c01";

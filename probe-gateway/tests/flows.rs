@@ -6,6 +6,7 @@
 //! to the SMTP listener (Python `smtplib`) as a forwarder would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
 mod common;
 
 use std::net::SocketAddr;
@@ -28,22 +29,6 @@ use rdv_proto::time::format_time;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tower::ServiceExt;
-
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Backend::Postgres).await
-            }
-        }
-    };
-}
 
 const ID: &str = "2b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c01";
 const ID2: &str = "2b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c02";

@@ -5,6 +5,7 @@
 //! and every bound and bad sequence is refused with its RFC 5321 code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -21,22 +22,6 @@ use rdv_probe_gateway::smtp;
 use rdv_proto::mailblock::TransferEncoding;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Backend::Postgres).await
-            }
-        }
-    };
-}
 
 const ID: &str = "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c01";
 const ID2: &str = "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c02";
