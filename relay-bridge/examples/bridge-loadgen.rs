@@ -436,6 +436,96 @@ async fn mqtt_to_sse(target: &str, http: &str, port: u16, n: u64, rate: u64) -> 
     }
 }
 
+/// Resident memory of a process, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// One MQTT client driven a packet at a time (`--memory`).
+struct Stepper {
+    c: AsyncClient,
+    ev: rumqttc::EventLoop,
+}
+
+impl Stepper {
+    async fn connect(id: &str, port: u16) -> Stepper {
+        let (c, ev) = AsyncClient::new(mqtt_opts(id, port), 1000);
+        let mut s = Stepper { c, ev };
+        s.until(|e| matches!(e, Event::Incoming(Packet::ConnAck(_))))
+            .await;
+        s
+    }
+
+    /// Polls until `done` has seen `n` matching events.
+    async fn until_n(&mut self, n: usize, done: impl Fn(&Event) -> bool) {
+        let mut seen = 0;
+        while seen < n {
+            match tokio::time::timeout(Duration::from_secs(10), self.ev.poll()).await {
+                Ok(Ok(e)) if done(&e) => seen += 1,
+                Ok(Ok(_)) => {}
+                other => panic!("memory churn: {other:?}"),
+            }
+        }
+    }
+
+    async fn until(&mut self, done: impl Fn(&Event) -> bool) {
+        self.until_n(1, done).await
+    }
+}
+
+/// `--memory`: what a server keeps after traffic it no longer needs. Each
+/// round subscribes to a topic no one used before, publishes `per_round`
+/// messages of `size` bytes to it (received back), and unsubscribes; then
+/// `retained` topics each get a retained message of `size` bytes.
+/// Prints resident memory before and after each phase.
+async fn memory(name: &str, port: u16, pid: u32, rounds: u64, retained: u64) {
+    const SIZE: usize = 16 * 1024;
+    const PER_ROUND: usize = 8;
+    let mut c = Stepper::connect(&format!("churn-{}", now_us()), port).await;
+    let body = vec![b'm'; SIZE];
+    let rss0 = rss_mib(pid);
+    for r in 0..rounds {
+        let t = format!("churn/{r}");
+        c.c.subscribe(&t, QoS::AtLeastOnce).await.unwrap();
+        c.until(|e| matches!(e, Event::Incoming(Packet::SubAck(_))))
+            .await;
+        for _ in 0..PER_ROUND {
+            c.c.publish(&t, QoS::AtLeastOnce, false, body.clone())
+                .await
+                .unwrap();
+        }
+        c.until_n(PER_ROUND, |e| {
+            matches!(e, Event::Incoming(Packet::Publish(_)))
+        })
+        .await;
+        c.c.unsubscribe(&t).await.unwrap();
+        c.until(|e| matches!(e, Event::Incoming(Packet::UnsubAck(_))))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss1 = rss_mib(pid);
+    for r in 0..retained {
+        c.c.publish(format!("kept/{r}"), QoS::AtLeastOnce, true, body.clone())
+            .await
+            .unwrap();
+        c.until(|e| matches!(e, Event::Incoming(Packet::PubAck(_))))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss2 = rss_mib(pid);
+    let churned = rounds as f64 * (PER_ROUND * SIZE) as f64 / 1048576.0;
+    let kept = retained as f64 * SIZE as f64 / 1048576.0;
+    println!(
+        "| {name} | {rss0:.1} | {churned:.0} MiB in {rounds} rounds | {rss1:.1} | {kept:.0} MiB on {retained} topics | {rss2:.1} |"
+    );
+}
+
 struct Proc(Child);
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -484,6 +574,7 @@ fn start_bridge(
     bin: &PathBuf,
     dir: &std::path::Path,
     external: Option<u16>,
+    filter_log_bytes: u64,
 ) -> (Proc, String, u16) {
     let mut cmd = Command::new(bin);
     cmd.args(["serve", "--http-listen", "127.0.0.1:0", "--data-dir"])
@@ -493,9 +584,10 @@ fn start_bridge(
         .env("RDV_BRIDGE_LIMITS__GLOBAL_BURST", "1000000")
         .env("RDV_BRIDGE_LIMITS__GLOBAL_REQUESTS_PER_SEC", "1000000")
         .env("RDV_BRIDGE_LIMITS__BYTES_PER_DAY", "1000000000000")
-        // A queue as deep as mosquitto's here (100,000 messages): 128 MiB
-        // per filter, so a subscriber behind a 32 KB burst loses nothing.
-        .env("RDV_BRIDGE_MQTT__FILTER_LOG_BYTES", "134217728")
+        .env(
+            "RDV_BRIDGE_MQTT__FILTER_LOG_BYTES",
+            filter_log_bytes.to_string(),
+        )
         .env("RUST_LOG", "warn,rumqttd=off")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -538,6 +630,7 @@ fn main() {
     let mut quick = false;
     let mut only: Option<String> = None;
     let mut big: Option<u64> = None;
+    let mut memory_mode = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -546,8 +639,9 @@ fn main() {
             "--quick" => quick = true,
             "--only" => only = args.next(),
             "--big" => big = args.next().and_then(|n| n.parse().ok()),
+            "--memory" => memory_mode = true,
             _ => panic!(
-                "usage: loadgen [--bridge PATH] [--mosquitto PATH] [--quick] [--only SUBSTRING] [--big N]"
+                "usage: loadgen [--bridge PATH] [--mosquitto PATH] [--quick] [--only SUBSTRING] [--big N] [--memory]"
             ),
         }
     }
@@ -556,13 +650,36 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let (m, mport) = start_mosquitto(&mosquitto, dir.path());
     let bdir = dir.path().join("bridge");
-    let (b, http, bport) = start_bridge(&bridge, &bdir, None);
+    // Throughput rows: a queue as deep as mosquitto's here (100,000
+    // messages), 128 MiB per filter, so a subscriber behind a 32 KB burst
+    // loses nothing. Memory rows: the default, 32 MiB.
+    let log = if memory_mode { 32 << 20 } else { 128 << 20 };
+    let (b, http, bport) = start_bridge(&bridge, &bdir, None, log);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let scale = if quick { 10 } else { 1 };
+    if memory_mode {
+        println!(
+            "| server | RSS MiB at start | churn: subscribe, publish, unsubscribe | RSS MiB after | retained | RSS MiB after |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- |");
+        let (rounds, retained) = (2000 / scale, 8000 / scale);
+        rt.block_on(async {
+            memory("rdv-relay-bridge", bport, b.0.id(), rounds, retained).await;
+            memory("mosquitto", mport, m.0.id(), rounds, retained).await;
+            let (_, body) = ureq::get(&format!("{http}/metrics"))
+                .call()
+                .map(|r| ((), r.into_string().unwrap_or_default()))
+                .unwrap();
+            for l in body.lines().filter(|l| l.starts_with("rdv_bridge_mqtt_")) {
+                println!("    {l}");
+            }
+        });
+        return;
+    }
     let (n_small, n_rate) = (20_000 / scale, 5_000 / scale);
     let n_big = big.unwrap_or(2_000 / scale);
     println!(
@@ -612,7 +729,7 @@ fn main() {
         // started only now, so the MQTT→MQTT rows above measure mosquitto
         // alone, as a user would run it.
         let edir = dir.path().join("bridge-ext");
-        let (e, ext_http, _) = start_bridge(&bridge, &edir, Some(mport));
+        let (e, ext_http, _) = start_bridge(&bridge, &edir, Some(mport), 128 << 20);
         let ext = [e.0.id(), mpid];
         for qos in [QoS::AtMostOnce, QoS::AtLeastOnce] {
             let run = ntfy_to_mqtt(

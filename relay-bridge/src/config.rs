@@ -79,6 +79,10 @@ pub struct MqttConfig {
     /// `max_queued_messages`; memory is at most this much per filter
     /// (docs/relay-bridge.md, "Memory").
     pub filter_log_bytes: usize,
+    /// Most bytes (topic and payload) of retained messages the embedded
+    /// broker keeps, all topics together; a retained publication past it is
+    /// delivered but not kept (`rdv_bridge_mqtt_retained_refused_total`).
+    pub retained_bytes: u64,
 }
 
 impl Default for MqttConfig {
@@ -93,6 +97,7 @@ impl Default for MqttConfig {
             client_id: "rdv-relay-bridge".into(),
             max_connections: 10_000,
             filter_log_bytes: 32 * 1024 * 1024,
+            retained_bytes: 64 * 1024 * 1024,
         }
     }
 }

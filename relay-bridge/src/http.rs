@@ -39,6 +39,9 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// Take the visitor from the last `X-Forwarded-For` entry.
     pub behind_proxy: bool,
+    /// What the embedded MQTT broker holds in memory (None: no embedded
+    /// broker).
+    pub broker: Option<Arc<rumqttd::RouterGauges>>,
 }
 
 #[derive(OpenApi)]
@@ -759,7 +762,7 @@ async fn healthz(State(s): State<AppState>) -> Response {
 }
 
 /// Prometheus metrics: messages in and out per protocol, subscribers,
-/// cache size, refusals.
+/// cache size, refusals, and what the embedded broker holds in memory.
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, content_type = "text/plain"), (status = 503)))]
 async fn metrics_page(State(s): State<AppState>) -> Response {
@@ -769,6 +772,9 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
     {
         metrics::gauge!("rdv_bridge_cache_messages").set(n as f64);
         metrics::gauge!("rdv_bridge_cache_bytes").set(bytes as f64);
+    }
+    if let Some(g) = &s.broker {
+        broker_gauges(g.read());
     }
     match crate::metrics::handle() {
         Some(h) => (
@@ -781,6 +787,19 @@ async fn metrics_page(State(s): State<AppState>) -> Response {
             "metrics recorder unavailable",
         ),
     }
+}
+
+/// The embedded broker's memory, as docs/relay-bridge.md "Memory" explains.
+fn broker_gauges(r: rumqttd::GaugeReading) {
+    use metrics::gauge;
+    gauge!("rdv_bridge_mqtt_filters").set(r.filters as f64);
+    gauge!("rdv_bridge_mqtt_log_bytes").set(r.log_bytes as f64);
+    gauge!("rdv_bridge_mqtt_topic_cache").set(r.topic_cache as f64);
+    gauge!("rdv_bridge_mqtt_subscriptions").set(r.subscriptions as f64);
+    gauge!("rdv_bridge_mqtt_retained").set(r.retained as f64);
+    gauge!("rdv_bridge_mqtt_retained_bytes").set(r.retained_bytes as f64);
+    gauge!("rdv_bridge_mqtt_saved_sessions").set(r.saved_sessions as f64);
+    metrics::counter!("rdv_bridge_mqtt_retained_refused_total").absolute(r.retained_refused);
 }
 
 /// This document.

@@ -405,14 +405,15 @@ fn server(
 /// Starts the embedded broker and the bridge link; returns where it listens.
 /// The broker's listeners run on threads of their own for the process's life.
 /// MQTT clients are held to `auth`'s ACLs and, when given, to the visitor
-/// limits of `limits`, shared with HTTP (issue #5).
+/// limits of `limits`, shared with HTTP (issue #5). The gauges tell what the
+/// broker holds in memory, for `/metrics`.
 pub async fn start_embedded(
     cfg: &MqttConfig,
     limit: usize,
     hub: Arc<Hub>,
     auth: Arc<Auth>,
     limits: Option<Arc<Limits>>,
-) -> Result<MqttAddrs> {
+) -> Result<(MqttAddrs, Arc<rumqttd::RouterGauges>)> {
     let gate = Gate::new(auth, limits, &cfg.prefix);
     let mut addrs = MqttAddrs::default();
     let mut rc = rumqttd::Config {
@@ -425,6 +426,7 @@ pub async fn start_embedded(
             custom_segment: None,
             initialized_filters: None,
             shared_subscriptions_strategy: Default::default(),
+            max_retained_bytes: Some(cfg.retained_bytes),
         },
         ..Default::default()
     };
@@ -458,6 +460,7 @@ pub async fn start_embedded(
         ));
     }
     let mut broker = rumqttd::Broker::new(rc);
+    let gauges = broker.gauges();
     // One link subscribes to everything (MQTT → ntfy) and publishes (ntfy →
     // MQTT). rumqttd forwards the link's own publications back to it; the
     // echo filter drops exactly those (the test
@@ -547,7 +550,7 @@ pub async fn start_embedded(
     for a in [addrs.v4, addrs.v5, addrs.ws].into_iter().flatten() {
         wait_listening(a).await?;
     }
-    Ok(addrs)
+    Ok((addrs, gauges))
 }
 
 /// Waits (bounded) until the broker listens on `a`. On Linux it reads the

@@ -30,6 +30,8 @@ pub struct Bound {
 pub struct Running {
     pub bound: Bound,
     pub hub: Arc<Hub>,
+    /// What the embedded broker holds in memory (None without one).
+    pub broker: Option<Arc<rumqttd::RouterGauges>>,
     stop: Option<oneshot::Sender<()>>,
     http: JoinHandle<std::io::Result<()>>,
     housekeeping: JoinHandle<()>,
@@ -83,28 +85,30 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
     let limits = Limits::new(cfg.limits.clone(), clock.clone());
     let size_limit = cfg.limits.message_size_limit;
     let auth = Arc::new(Auth::new(&cfg.auth));
-    let mqtt = match cfg.mqtt.mode {
+    let (mqtt, broker) = match cfg.mqtt.mode {
         MqttMode::Embedded => {
-            crate::mqtt::start_embedded(
+            let (addrs, gauges) = crate::mqtt::start_embedded(
                 &cfg.mqtt,
                 size_limit,
                 hub.clone(),
                 auth.clone(),
                 Some(limits.clone()),
             )
-            .await?
+            .await?;
+            (addrs, Some(gauges))
         }
         MqttMode::External => {
             crate::mqtt::start_external(&cfg.mqtt, size_limit, hub.clone()).await?;
-            MqttAddrs::default()
+            (MqttAddrs::default(), None)
         }
-        MqttMode::Off => MqttAddrs::default(),
+        MqttMode::Off => (MqttAddrs::default(), None),
     };
     let state = AppState {
         hub: hub.clone(),
         limits: limits.clone(),
         auth,
         behind_proxy: cfg.http.behind_proxy,
+        broker: broker.clone(),
     };
     let listener = tokio::net::TcpListener::bind(cfg.http.listen).await?;
     let http_addr = listener.local_addr()?;
@@ -146,6 +150,7 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
     Ok(Running {
         bound,
         hub,
+        broker,
         stop: Some(stop_tx),
         http,
         housekeeping,

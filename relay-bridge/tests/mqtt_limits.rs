@@ -7,16 +7,13 @@
 
 mod common;
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use common::v4::{V4, WAIT};
 use common::{Backend, Bridge, Proc, curl, lines, tool};
 use rdv_relay_bridge::config::{Config, DefaultAccess, MqttMode, TokenConfig};
 use rumqttc::v5 as m5;
-use rumqttc::{QoS, SubscribeFilter, SubscribeReasonCode};
-
-/// Hang guard for every wait on a client (never a timing assertion).
-const WAIT: Duration = Duration::from_secs(30);
+use rumqttc::{QoS, SubscribeReasonCode};
 
 const PREFIX: &str = "ntfy/";
 
@@ -76,150 +73,6 @@ fn refusals(b: &Bridge, reason: &str) -> u64 {
         .lines()
         .find_map(|l| l.strip_prefix(&want).map(|n| n.trim().parse().unwrap()))
         .unwrap_or(0)
-}
-
-/// An MQTT 3.1.1 client (rumqttc) driven step by step; publications that
-/// arrive while waiting for something else are kept in `inbox`.
-struct V4 {
-    client: rumqttc::AsyncClient,
-    el: rumqttc::EventLoop,
-    inbox: VecDeque<(String, Vec<u8>)>,
-}
-
-impl V4 {
-    /// Connects; Err (the error's text) if the broker refuses or closes.
-    async fn connect(port: u16, id: &str, password: Option<&str>) -> Result<V4, String> {
-        Self::connect_will(port, id, password, None).await
-    }
-
-    /// Connects with a will message on `will` (the topic), if given.
-    async fn connect_will(
-        port: u16,
-        id: &str,
-        password: Option<&str>,
-        will: Option<&str>,
-    ) -> Result<V4, String> {
-        let mut o = rumqttc::MqttOptions::new(id, "127.0.0.1", port);
-        if let Some(t) = will {
-            o.set_last_will(rumqttc::LastWill::new(t, "will", QoS::AtLeastOnce, false));
-        }
-        o.set_keep_alive(Duration::from_secs(30));
-        o.set_clean_session(true);
-        if let Some(p) = password {
-            o.set_credentials("x", p);
-        }
-        let (client, mut el) = rumqttc::AsyncClient::new(o, 100);
-        let r = tokio::time::timeout(WAIT, async {
-            loop {
-                match el.poll().await {
-                    Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_))) => return Ok(()),
-                    Ok(_) => {}
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-        })
-        .await
-        .expect("no CONNACK and no error");
-        r.map(|()| V4 {
-            client,
-            el,
-            inbox: VecDeque::new(),
-        })
-    }
-
-    /// Polls until `want` picks an event; Err once the connection ended.
-    async fn until<T>(
-        &mut self,
-        mut want: impl FnMut(&rumqttc::Event) -> Option<T>,
-    ) -> Result<T, String> {
-        tokio::time::timeout(WAIT, async {
-            loop {
-                match self.el.poll().await {
-                    Ok(ev) => {
-                        if let Some(t) = want(&ev) {
-                            return Ok(t);
-                        }
-                        if let rumqttc::Event::Incoming(rumqttc::Packet::Publish(p)) = ev {
-                            self.inbox.push_back((p.topic, p.payload.to_vec()));
-                        }
-                    }
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-        })
-        .await
-        .expect("client waited too long")
-    }
-
-    /// One SUBSCRIBE packet with `filters`; the SUBACK's codes.
-    async fn subscribe(&mut self, filters: &[&str]) -> Vec<SubscribeReasonCode> {
-        let f = filters
-            .iter()
-            .map(|f| SubscribeFilter::new((*f).to_owned(), QoS::AtLeastOnce));
-        self.client.subscribe_many(f).await.unwrap();
-        self.until(|ev| match ev {
-            rumqttc::Event::Incoming(rumqttc::Packet::SubAck(a)) => Some(a.return_codes.clone()),
-            _ => None,
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn unsubscribe(&mut self, filter: &str) {
-        self.client.unsubscribe(filter).await.unwrap();
-        self.until(|ev| {
-            matches!(ev, rumqttc::Event::Incoming(rumqttc::Packet::UnsubAck(_))).then_some(())
-        })
-        .await
-        .unwrap();
-    }
-
-    /// A QoS 1 publication: Ok at its PUBACK, Err if the connection ends.
-    async fn publish(&mut self, topic: &str, payload: &[u8]) -> Result<(), String> {
-        self.client
-            .publish(topic, QoS::AtLeastOnce, false, payload.to_vec())
-            .await
-            .unwrap();
-        self.until(|ev| {
-            matches!(ev, rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_))).then_some(())
-        })
-        .await
-    }
-
-    /// The next publication received.
-    async fn next(&mut self) -> (String, Vec<u8>) {
-        if let Some(m) = self.inbox.pop_front() {
-            return m;
-        }
-        self.until(|ev| match ev {
-            rumqttc::Event::Incoming(rumqttc::Packet::Publish(p)) => {
-                Some((p.topic.clone(), p.payload.to_vec()))
-            }
-            _ => None,
-        })
-        .await
-        .unwrap()
-    }
-
-    /// Publications received on `topic` up to and including `marker`.
-    async fn up_to(&mut self, topic: &str, marker: &[u8]) -> Vec<Vec<u8>> {
-        let mut got = Vec::new();
-        loop {
-            let (t, p) = self.next().await;
-            if t == topic {
-                let done = p == marker;
-                got.push(p);
-                if done {
-                    return got;
-                }
-            }
-        }
-    }
-
-    /// Waits until the server closes the connection.
-    async fn closed(&mut self) -> String {
-        self.until(|_| None::<()>).await.unwrap_err()
-    }
 }
 
 /// An MQTT 5 client (rumqttc v5).

@@ -135,12 +135,14 @@ fn ctx() -> &'static Ctx {
                 limits: l0.clone(),
                 auth: Arc::new(open),
                 behind_proxy: false,
+                broker: None,
             };
             let s1 = AppState {
                 hub: Hub::new(None, opts(0), clock.clone()),
                 limits: l1.clone(),
                 auth: Arc::new(read_only),
                 behind_proxy: true,
+                broker: None,
             };
             (store, [app(s0), app(s1)], [l0, l1], cached)
         });

@@ -15,6 +15,8 @@ use rdv_relay_bridge::message::{Clock, SystemClock};
 use rdv_relay_bridge::serve::{Running, start};
 use rdv_service_kit::testing::PgTestDb;
 
+pub mod v4;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,

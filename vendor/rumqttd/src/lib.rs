@@ -21,7 +21,10 @@ use tracing_subscriber::{
 pub use link::alerts;
 pub use link::local;
 pub use link::meters;
-pub use router::{Alert, Forward, IncomingMeter, Meter, Notification, OutgoingMeter, Router};
+pub use router::{
+    Alert, Forward, GaugeReading, IncomingMeter, Meter, Notification, OutgoingMeter, Router,
+    RouterGauges, PUBLISH_FILTERS_CAP,
+};
 use segments::Storage;
 pub use server::{Broker, LinkType, Server};
 
@@ -209,6 +212,11 @@ pub struct RouterConfig {
     // defaults to Round Robin
     #[serde(default)]
     pub shared_subscriptions_strategy: Strategy,
+    /// rdv patch: most bytes (topic and payload) of retained messages kept;
+    /// `None` = no limit (upstream). A retained publication over it is
+    /// delivered but not kept.
+    #[serde(default)]
+    pub max_retained_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 use super::Ack;
 use slab::Slab;
-use tracing::{info, trace};
+use tracing::{info, trace, warn};
 
 use crate::protocol::{
     matches, ConnAck, ConnAckProperties, PingResp, PubAck, PubComp, PubRec, PubRel, Publish,
@@ -16,6 +16,16 @@ use std::io;
 use std::time::Instant;
 
 type PubWithProp = (Publish, Option<PublishProperties>);
+
+/// rdv patch: most topics whose matching filters `publish_filters` caches.
+/// Upstream cached every topic ever published to a filter, for the process's
+/// life; past this the cache starts over (misses recompute from the filters).
+pub const PUBLISH_FILTERS_CAP: usize = 16_384;
+
+/// rdv patch: true if `filter` has no wildcard, so it matches one topic only.
+fn exact(filter: &str) -> bool {
+    !filter.contains(['+', '#'])
+}
 
 #[derive(Clone)]
 pub struct PublishData {
@@ -61,6 +71,12 @@ pub struct DataLog {
     retained_publishes: HashMap<Topic, PublishData>,
     /// List of filters associated with a topic
     publish_filters: HashMap<Topic, Vec<FilterIdx>>,
+    /// rdv patch: bytes of publications in all filter logs.
+    log_bytes: u64,
+    /// rdv patch: bytes of retained publications (`PublishData::size`).
+    retained_bytes: u64,
+    /// rdv patch: retained publications not kept for `max_retained_bytes`.
+    retained_refused: u64,
 }
 
 impl DataLog {
@@ -87,7 +103,84 @@ impl DataLog {
             publish_filters,
             filter_indexes,
             retained_publishes,
+            log_bytes: 0,
+            retained_bytes: 0,
+            retained_refused: 0,
         })
+    }
+
+    /// rdv patch: what this log holds, for [`crate::RouterGauges`].
+    pub fn reading(&self) -> crate::GaugeReading {
+        crate::GaugeReading {
+            filters: self.native.len() as u64,
+            log_bytes: self.log_bytes,
+            topic_cache: self.publish_filters.len() as u64,
+            retained: self.retained_publishes.len() as u64,
+            retained_bytes: self.retained_bytes,
+            retained_refused: self.retained_refused,
+            ..Default::default()
+        }
+    }
+
+    /// rdv patch: one more subscription reads the log at `idx`.
+    pub fn hold(&mut self, idx: FilterIdx) {
+        if let Some(data) = self.native.get_mut(idx) {
+            data.holders += 1;
+        }
+    }
+
+    /// rdv patch: one subscription fewer reads `filter`'s log (`$share/g/`
+    /// already stripped). When none is left, the log, its index and its
+    /// cached topic matches go: a filter no one reads would otherwise keep
+    /// up to its full log size for the process's life. A new subscriber
+    /// starts at the tail anyway, so nothing it could read is lost.
+    /// Returns the index dropped: the caller must drop every request that
+    /// still names it, since the slab reuses indexes.
+    pub fn release(&mut self, filter: &str) -> Option<FilterIdx> {
+        let idx = *self.filter_indexes.get(filter)?;
+        let data = self.native.get_mut(idx)?;
+        data.holders = data.holders.saturating_sub(1);
+        let warm = self
+            .config
+            .initialized_filters
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == filter));
+        if data.holders > 0 || warm {
+            return None;
+        }
+        self.filter_indexes.remove(filter);
+        let data = self.native.remove(idx);
+        self.log_bytes -= data.log.size();
+        let unlink = |v: &mut Vec<FilterIdx>| {
+            v.retain(|i| *i != idx);
+            !v.is_empty()
+        };
+        if exact(filter) {
+            if let Some(v) = self.publish_filters.get_mut(filter) {
+                if !unlink(v) {
+                    self.publish_filters.remove(filter);
+                }
+            }
+        } else {
+            self.publish_filters.retain(|_, v| unlink(v));
+        }
+        Some(idx)
+    }
+
+    /// rdv patch: appends to the log at `idx`, keeping `log_bytes`.
+    pub fn append(
+        &mut self,
+        idx: FilterIdx,
+        item: PublishData,
+        notifications: &mut VecDeque<(ConnectionId, DataRequest)>,
+    ) -> (Offset, &Filter) {
+        // The slab holds every index `matches` returns (release unlinks).
+        let data = self.native.get_mut(idx).unwrap();
+        let before = data.log.size();
+        let (offset, _) = data.append(item, notifications);
+        let data = &self.native[idx];
+        self.log_bytes = self.log_bytes + data.log.size() - before;
+        (offset, &data.filter)
     }
 
     pub fn meter(&mut self, filter: &str) -> Option<&mut SubscriptionMeter> {
@@ -101,20 +194,25 @@ impl DataLog {
             .map(|data| &data.waiters)
     }
 
+    /// rdv patch: `filter` is the subscription as the client wrote it; the
+    /// log is found under its path without `$share/group/`, and only the
+    /// waiter of that very subscription goes (upstream looked the log up by
+    /// the `$share` name, found none, and left the waiter parked).
     pub fn remove_waiters_for_id(
         &mut self,
         id: ConnectionId,
         filter: &Filter,
     ) -> Option<DataRequest> {
-        let data = self
-            .native
-            .get_mut(*self.filter_indexes.get(filter)?)
-            .unwrap();
+        let path = filter
+            .strip_prefix("$share/")
+            .and_then(|s| s.split_once('/'))
+            .map_or(filter.as_str(), |(_, p)| p);
+        let data = self.native.get_mut(*self.filter_indexes.get(path)?)?;
         let waiters = data.waiters.get_mut();
 
         waiters
             .iter()
-            .position(|&(conn_id, _)| conn_id == id)
+            .position(|(conn_id, r)| *conn_id == id && r.filter == *filter)
             .and_then(|index| {
                 waiters
                     .swap_remove_back(index)
@@ -136,6 +234,9 @@ impl DataLog {
                     .collect();
 
                 if !v.is_empty() {
+                    if self.publish_filters.len() >= PUBLISH_FILTERS_CAP {
+                        self.publish_filters.clear();
+                    }
                     self.publish_filters.insert(topic.to_owned(), v.clone());
                 }
 
@@ -159,9 +260,16 @@ impl DataLog {
                 self.filter_indexes.insert(filter.to_owned(), idx);
 
                 // Match new filter to existing topics and add to publish_filters if it matches
-                for (topic, filters) in publish_filters.iter_mut() {
-                    if matches(topic, filter) {
+                // (rdv patch: a filter without wildcards matches its own topic only)
+                if exact(filter) {
+                    if let Some(filters) = publish_filters.get_mut(filter) {
                         filters.push(idx);
+                    }
+                } else {
+                    for (topic, filters) in publish_filters.iter_mut() {
+                        if matches(topic, filter) {
+                            filters.push(idx);
+                        }
                     }
                 }
 
@@ -261,12 +369,29 @@ impl DataLog {
         publish_properties: Option<PublishProperties>,
         topic: Topic,
     ) {
-        let pub_with_props = (publish, publish_properties);
-        self.retained_publishes.insert(topic, pub_with_props.into());
+        let data: PublishData = (publish, publish_properties).into();
+        // rdv patch: bounded by `max_retained_bytes`. A publication over the
+        // bound is not kept, and the one it would replace goes too (keeping
+        // an older message as the topic's last would be wrong).
+        self.remove_from_retained_publishes(topic.clone());
+        let size = data.size() as u64;
+        if self
+            .config
+            .max_retained_bytes
+            .is_some_and(|max| self.retained_bytes + size > max)
+        {
+            self.retained_refused += 1;
+            warn!(topic, "retained message not kept: max_retained_bytes reached");
+            return;
+        }
+        self.retained_bytes += size;
+        self.retained_publishes.insert(topic, data);
     }
 
     pub fn remove_from_retained_publishes(&mut self, topic: Topic) {
-        self.retained_publishes.remove(&topic);
+        if let Some(old) = self.retained_publishes.remove(&topic) {
+            self.retained_bytes -= old.size() as u64;
+        }
     }
 
     pub fn read_retained_messages(&mut self, filter: &str) -> Vec<PubWithProp> {
@@ -274,6 +399,7 @@ impl DataLog {
         let now = Instant::now();
 
         // discard expired retained messages
+        let retained_bytes = &mut self.retained_bytes;
         self.retained_publishes.retain(|_, pubdata| {
             // Keep data if no properties exists, which implies no message expiry!
             let Some(properties) = pubdata.properties.as_mut() else {
@@ -294,6 +420,8 @@ impl DataLog {
                 // set message_expiry_interval to (original value - time spent waiting in server)
                 // ref: https://docs.oasis-open.org/mqtt/mqtt/v5.0/os/mqtt-v5.0-os.html#_Toc3901112
                 *message_expiry_interval -= time_spent;
+            } else {
+                *retained_bytes -= pubdata.size() as u64;
             }
 
             is_valid
@@ -310,6 +438,8 @@ impl DataLog {
 
 pub struct Data<T> {
     filter: Filter,
+    /// rdv patch: subscriptions (live or saved) that read this log.
+    holders: usize,
     pub log: CommitLog<T>,
     pub waiters: Waiters<DataRequest>,
     meter: SubscriptionMeter,
@@ -341,6 +471,7 @@ where
         let metrics = SubscriptionMeter::default();
         Data {
             filter: filter.to_owned(),
+            holders: 0,
             log,
             waiters,
             meter: metrics,
@@ -448,6 +579,7 @@ mod test {
             custom_segment: None,
             initialized_filters: None,
             shared_subscriptions_strategy: Strategy::RoundRobin,
+            max_retained_bytes: None,
         };
         let mut data = DataLog::new(config).unwrap();
         data.next_native_offset("topic/a");
@@ -468,6 +600,7 @@ mod test {
             custom_segment: None,
             initialized_filters: None,
             shared_subscriptions_strategy: Strategy::RoundRobin,
+            max_retained_bytes: None,
         };
         let mut data = DataLog::new(config).unwrap();
         data.next_native_offset("+/+");

@@ -17,6 +17,7 @@ use crate::{
 
 mod alertlog;
 mod connection;
+mod gauges;
 mod graveyard;
 pub mod iobufs;
 mod logs;
@@ -27,6 +28,8 @@ mod waiters;
 
 pub use alertlog::Alert;
 pub use connection::Connection;
+pub use gauges::{GaugeReading, RouterGauges};
+pub use logs::PUBLISH_FILTERS_CAP;
 pub use routing::Router;
 pub use waiters::Waiters;
 

@@ -6,7 +6,7 @@ use crate::protocol::{
 };
 use crate::router::alertlog::alert;
 use crate::router::scheduler::{PauseReason, Tracker};
-use crate::router::{ConnectionEvents, Forward};
+use crate::router::Forward;
 use crate::segments::Position;
 use crate::*;
 use flume::{bounded, Receiver, RecvError, Sender, TryRecvError};
@@ -102,6 +102,8 @@ pub struct Router {
     shared_subscriptions: HashMap<String, SharedGroup>,
     /// Will messages per client_id
     last_wills: HashMap<String, (LastWill, Option<LastWillProperties>)>,
+    /// rdv patch: what the router holds, stored after every loop.
+    gauges: std::sync::Arc<crate::RouterGauges>,
 }
 
 impl Router {
@@ -143,7 +145,35 @@ impl Router {
             cache: Some(VecDeque::with_capacity(MAX_CHANNEL_CAPACITY)),
             shared_subscriptions: HashMap::new(),
             last_wills: HashMap::new(),
+            gauges: Default::default(),
         }
+    }
+
+    /// rdv patch: live figures of what this router holds in memory.
+    pub fn gauges(&self) -> std::sync::Arc<crate::RouterGauges> {
+        self.gauges.clone()
+    }
+
+    /// rdv patch: a subscription `path` (as the client wrote it) has ended
+    /// for good (unsubscribed, or its clean session is over). When no
+    /// subscription reads the filter's log any more, the log goes, and so
+    /// does every pending request that names its index (the slab reuses it).
+    fn release_filter(&mut self, path: &str) {
+        if self.subscription_map.get(path).is_some_and(|s| s.is_empty()) {
+            self.subscription_map.remove(path);
+        }
+        let filter = extract_group(path).map_or_else(|| path.to_owned(), |(_, p)| p);
+        if let Some(idx) = self.datalog.release(&filter) {
+            self.notifications.retain(|(_, r)| r.filter_idx != idx);
+        }
+    }
+
+    fn store_gauges(&self) {
+        self.gauges.store(crate::GaugeReading {
+            subscriptions: self.subscription_map.len() as u64,
+            saved_sessions: self.graveyard.len() as u64,
+            ..self.datalog.reading()
+        });
     }
 
     /// Gets handle to the router. This is not a public method to ensure that link
@@ -226,6 +256,8 @@ impl Router {
         for _ in 0..100 {
             self.consume();
         }
+
+        self.store_gauges();
 
         // self.send_all_alerts();
         Ok(())
@@ -329,7 +361,17 @@ impl Router {
             )
         } else {
             // Only retrieve metrics in clean session
-            connection.events = saved.map_or_else(ConnectionEvents::default, |s| s.metrics);
+            let saved = saved.map(|s| {
+                connection.events = s.metrics;
+                s.session_state
+            });
+            // rdv patch: a clean session ends the saved one, and with it
+            // the saved subscriptions' hold on their logs.
+            if let Some(Some(state)) = saved {
+                for filter in state.subscriptions.iter() {
+                    self.release_filter(filter);
+                }
+            }
             Tracker::new(client_id.clone())
         };
 
@@ -464,6 +506,9 @@ impl Router {
         // self.readyqueue.remove(id);
 
         let inflight_data_requests = self.datalog.clean(id);
+        // rdv patch: no woken request of a gone connection may be tracked
+        // for whoever gets its id next.
+        self.notifications.retain(|(c, _)| *c != id);
         let retransmissions = outgoing.retransmission_map();
 
         // Remove connections from all groups and
@@ -523,9 +568,12 @@ impl Router {
             );
         } else {
             tracker.pause(PauseReason::Busy);
-            let id = tracker.id.clone();
-            // Only save metrics in clean session
-            self.graveyard.save_metrics(id, connection.events);
+            // rdv patch: nothing is kept for a clean session. Upstream kept
+            // its connection events under its client id for the process's
+            // life, one entry per client id ever seen.
+            for filter in connection.subscriptions.iter() {
+                self.release_filter(filter);
+            }
         }
         self.router_meters.total_connections -= 1;
     }
@@ -710,6 +758,8 @@ impl Router {
                 Packet::Unsubscribe(unsubscribe, _) => {
                     let connection = self.connections.get_mut(id).unwrap();
                     let pkid = unsubscribe.pkid;
+                    // rdv patch: subscriptions this packet ended.
+                    let mut ended = Vec::new();
                     for filter in &unsubscribe.filters {
                         let span = tracing::info_span!("unsubscribe", topic = filter, pkid);
                         let _guard = span.enter();
@@ -756,8 +806,12 @@ impl Router {
                             ackslog.unsuback(unsuback);
                             self.scheduler.untrack(id, filter);
                             self.datalog.remove_waiters_for_id(id, filter);
+                            ended.push(filter);
                             force_ack = true;
                         }
+                    }
+                    for filter in ended {
+                        self.release_filter(filter);
                     }
                 }
                 Packet::PubAck(puback, _) => {
@@ -965,6 +1019,8 @@ impl Router {
         // call to `insert(_)` returns `true` if it didn't contain the filter_path already
         // i.e. its a new subscription
         if connection.subscriptions.insert(filter_path.clone()) {
+            // rdv patch: one more subscription reads this log.
+            self.datalog.hold(filter_idx);
             let request = DataRequest {
                 filter: filter_path.clone(),
                 filter_idx,
@@ -1252,9 +1308,8 @@ fn append_to_commitlog(
 
     let mut o = (0, 0);
     for filter_idx in filter_idxs {
-        let datalog = datalog.native.get_mut(filter_idx).unwrap();
         let publish_data = (publish.clone(), properties.clone());
-        let (offset, filter) = datalog.append(publish_data.into(), notifications);
+        let (offset, filter) = datalog.append(filter_idx, publish_data.into(), notifications);
         debug!(
             pkid,
             "Appended to commitlog: {}[{}, {})", filter, offset.0, offset.1,
@@ -1318,9 +1373,8 @@ fn append_will_message(
 
     let mut o = (0, 0);
     for filter_idx in filter_idxs {
-        let datalog = datalog.native.get_mut(filter_idx).unwrap();
         let publish_data = (publish.clone(), properties.clone());
-        let (offset, filter) = datalog.append(publish_data.into(), notifications);
+        let (offset, filter) = datalog.append(filter_idx, publish_data.into(), notifications);
         debug!(
             pkid,
             "Appended to commitlog: {}[{}, {})", filter, offset.0, offset.1,

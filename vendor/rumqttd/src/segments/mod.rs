@@ -54,6 +54,8 @@ pub struct CommitLog<T> {
     max_mem_segments: usize,
     /// Total size of active segment, used for enforcing the contraints.
     segments: VecDeque<Segment<T>>,
+    /// rdv patch: bytes held by all segments, kept as items come and go.
+    bytes: u64,
 }
 
 impl<T> CommitLog<T>
@@ -80,6 +82,7 @@ where
             max_segment_size,
             max_mem_segments,
             segments,
+            bytes: 0,
         })
     }
 
@@ -99,14 +102,9 @@ where
         self.segments.len()
     }
 
-    /// Size of data in all the segments
-    #[allow(dead_code)]
+    /// Size of data in all the segments (rdv patch: kept, not summed).
     pub fn size(&self) -> u64 {
-        let mut size = 0;
-        for segment in self.segments.iter() {
-            size += segment.size();
-        }
-        size
+        self.bytes
     }
 
     /// Number of segments
@@ -137,6 +135,7 @@ where
     #[inline]
     pub fn append(&mut self, message: T) -> (u64, u64) {
         self.apply_retention();
+        self.bytes += message.size() as u64;
         let active_segment = self.active_segment_mut();
         active_segment.push(message);
         let absolute_offset = self.active_segment().next_offset();
@@ -150,7 +149,9 @@ where
             let absolute_offset = self.active_segment().next_offset();
             // If active segment is full and segments are full, apply retention policy.
             if self.memory_segments_count() >= self.max_mem_segments {
-                self.segments.pop_front();
+                if let Some(dropped) = self.segments.pop_front() {
+                    self.bytes -= dropped.size();
+                }
                 self.head += 1;
             }
 

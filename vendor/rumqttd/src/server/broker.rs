@@ -68,6 +68,8 @@ pub enum Error {
 pub struct Broker {
     config: Arc<Config>,
     router_tx: Sender<(ConnectionId, Event)>,
+    /// rdv patch: the router's live figures.
+    gauges: Arc<crate::RouterGauges>,
 }
 
 impl Broker {
@@ -75,6 +77,7 @@ impl Broker {
         let config = Arc::new(config);
         let router_config = config.router.clone();
         let router: Router = Router::new(config.id, router_config);
+        let gauges = router.gauges();
 
         // Setup cluster if cluster settings are configured.
         match config.cluster.clone() {
@@ -88,11 +91,19 @@ impl Broker {
                 // Start router first and then cluster in the background
                 let router_tx = router.spawn();
                 // cluster.spawn();
-                Broker { config, router_tx }
+                Broker {
+                    config,
+                    router_tx,
+                    gauges,
+                }
             }
             None => {
                 let router_tx = router.spawn();
-                Broker { config, router_tx }
+                Broker {
+                    config,
+                    router_tx,
+                    gauges,
+                }
             }
         }
     }
@@ -135,6 +146,12 @@ impl Broker {
     //         cluster.add_replica_router_handle(node_id, link);
     //     }
     // }
+
+    /// rdv patch: what the router holds in memory (filters, log bytes,
+    /// cached topics, retained messages, saved sessions), kept live.
+    pub fn gauges(&self) -> Arc<crate::RouterGauges> {
+        self.gauges.clone()
+    }
 
     // Link to get meters
     pub fn meters(&self) -> Result<meters::MetersLink, meters::LinkError> {

@@ -1,0 +1,261 @@
+//! What the embedded broker keeps in memory, and that it gives it back
+//! (vendor/rumqttd PATCHES.md, "Memory the router gives back"): a filter's
+//! log goes with its last subscriber, the topic-match cache and retained
+//! messages are bounded, and clean sessions leave nothing behind. Real
+//! rumqttc clients against a real bridge; the figures are the router's own
+//! gauges, the ones `/metrics` exports.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::time::Duration;
+
+use common::v4::{V4, WAIT};
+use common::{Backend, Bridge, curl};
+use rdv_relay_bridge::config::{Config, MqttMode};
+use rumqttc::QoS;
+use rumqttd::GaugeReading;
+
+async fn bridge(tweak: impl FnOnce(&mut Config)) -> Bridge {
+    Bridge::start(Backend::Sqlite, |c| {
+        c.mqtt.mode = MqttMode::Embedded;
+        c.mqtt.listen = Some("127.0.0.1:0".parse().unwrap());
+        tweak(c);
+    })
+    .await
+}
+
+fn gauges(b: &Bridge) -> GaugeReading {
+    b.running.as_ref().unwrap().broker.as_ref().unwrap().read()
+}
+
+/// Waits until the router's gauges satisfy `ok` (they are stored after each
+/// router loop, so they may trail a client's acknowledgement by one loop);
+/// panics with the last reading if they never do.
+async fn settle(b: &Bridge, what: &str, ok: impl Fn(&GaugeReading) -> bool) -> GaugeReading {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let g = gauges(b);
+        if ok(&g) {
+            return g;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: gauges stayed at {g:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// What one publication adds to each log it lands in (rumqttd's
+/// `PublishData::size`).
+fn entry(topic: &str, payload: usize) -> u64 {
+    (4 + topic.len() + payload) as u64
+}
+
+async fn client(b: &Bridge, id: &str) -> V4 {
+    V4::connect(b.mqtt_port(), id, None).await.unwrap()
+}
+
+/// A QoS 1 publication with the retain flag, up to its PUBACK.
+async fn retain(p: &mut V4, topic: &str, body: Vec<u8>) {
+    p.client
+        .publish(topic, QoS::AtLeastOnce, true, body)
+        .await
+        .unwrap();
+    p.until(|ev| matches!(ev, rumqttc::Event::Incoming(rumqttc::Packet::PubAck(_))).then_some(()))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_log_goes_with_its_last_subscriber() {
+    let b = bridge(|_| {}).await;
+    // The bridge's own `#` filter is there from the start.
+    let g0 = settle(&b, "start", |g| g.filters == 1).await;
+    let mut c = client(&b, "mem-log").await;
+    // Within the default 30 subscriptions per visitor.
+    let topics: Vec<String> = (0..24).map(|i| format!("mem/t{i}")).collect();
+    for t in &topics {
+        c.subscribe(&[t.as_str()]).await;
+    }
+    settle(&b, "subscribed", |g| {
+        g.filters == 25 && g.subscriptions == 25
+    })
+    .await;
+    let payload = vec![b'x'; 4000];
+    for t in &topics {
+        c.publish(t, &payload).await.unwrap();
+    }
+    let per_log: u64 = topics.iter().map(|t| entry(t, payload.len())).sum();
+    // Each publication is in two logs: its topic's and the bridge's `#`.
+    settle(&b, "published", |g| {
+        g.log_bytes == g0.log_bytes + 2 * per_log
+    })
+    .await;
+
+    for t in &topics[..12] {
+        c.unsubscribe(t).await;
+    }
+    let half: u64 = topics[12..].iter().map(|t| entry(t, payload.len())).sum();
+    settle(&b, "half unsubscribed", |g| {
+        g.filters == 13 && g.subscriptions == 13 && g.log_bytes == g0.log_bytes + per_log + half
+    })
+    .await;
+
+    // A clean session's end releases the rest.
+    drop(c);
+    let g = settle(&b, "disconnected", |g| g.filters == 1).await;
+    assert_eq!(
+        g.log_bytes,
+        g0.log_bytes + per_log,
+        "only the `#` log is left"
+    );
+    assert_eq!(g.subscriptions, 1);
+    assert_eq!(g.saved_sessions, 0);
+}
+
+/// The slab reuses a dropped filter's index: nothing published to the old
+/// filter may reach the new one's subscribers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_filter_index_never_leaks_into_the_next_filter() {
+    let b = bridge(|_| {}).await;
+    let mut a = client(&b, "leak-a").await;
+    a.subscribe(&["leak/a"]).await;
+    a.publish("leak/a", b"warm").await.unwrap();
+    assert_eq!(a.next().await, ("leak/a".to_owned(), b"warm".to_vec()));
+    a.unsubscribe("leak/a").await;
+    settle(&b, "leak/a dropped", |g| g.filters == 1).await;
+
+    let mut z = client(&b, "leak-z").await;
+    z.subscribe(&["leak/z"]).await;
+    a.publish("leak/a", b"secret").await.unwrap();
+    a.publish("leak/z", b"marker").await.unwrap();
+    // Everything z receives, whatever its topic, up to the marker.
+    let mut got = vec![z.next().await];
+    while got.last().unwrap().1 != b"marker" {
+        got.push(z.next().await);
+    }
+    assert_eq!(got, [("leak/z".to_owned(), b"marker".to_vec())]);
+}
+
+/// A log stays while anyone reads it, shared subscribers included, and
+/// comes back empty (delivering again) after it was dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_stays_while_any_subscriber_reads_it() {
+    let b = bridge(|_| {}).await;
+    let mut a = client(&b, "keep-a").await;
+    let mut s = client(&b, "keep-s").await;
+    a.subscribe(&["keep/t"]).await;
+    s.subscribe(&["$share/g/keep/t"]).await;
+    s.subscribe(&["keep/u"]).await;
+    settle(&b, "subscribed", |g| g.filters == 3).await;
+
+    a.unsubscribe("keep/t").await;
+    a.publish("keep/t", b"one").await.unwrap();
+    assert_eq!(s.next().await, ("keep/t".to_owned(), b"one".to_vec()));
+    assert_eq!(
+        gauges(&b).filters,
+        3,
+        "the shared subscriber still reads keep/t"
+    );
+
+    s.unsubscribe("$share/g/keep/t").await;
+    settle(&b, "keep/t dropped", |g| g.filters == 2).await;
+    a.publish("keep/t", b"nobody").await.unwrap();
+    a.publish("keep/u", b"two").await.unwrap();
+    assert_eq!(s.next().await, ("keep/u".to_owned(), b"two".to_vec()));
+
+    // Subscribing again makes a fresh log that delivers.
+    a.subscribe(&["keep/t"]).await;
+    s.publish("keep/t", b"three").await.unwrap();
+    assert_eq!(a.up_to("keep/t", b"three").await, [b"three".to_vec()]);
+}
+
+/// Clean sessions leave no saved state behind, whatever their client ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_sessions_leave_nothing_behind() {
+    let b = bridge(|_| {}).await;
+    for i in 0..30 {
+        let mut c = client(&b, &format!("gone-{i}")).await;
+        c.subscribe(&[&format!("gone/{i}")]).await;
+        c.client.disconnect().await.unwrap();
+        let _ = c.until(|_| None::<()>).await;
+    }
+    let g = settle(&b, "all gone", |g| g.filters == 1 && g.subscriptions == 1).await;
+    assert_eq!(g.saved_sessions, 0);
+}
+
+/// The topic → filters cache starts over past its bound instead of growing
+/// with every distinct topic ever published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_topic_cache_is_bounded() {
+    let b = bridge(|c| c.cache.duration = "0s".into()).await;
+    let mut c = client(&b, "many-topics").await;
+    let n = rumqttd::PUBLISH_FILTERS_CAP + 1000;
+    // In batches the client's request channel (100) holds, each sent out
+    // before the next.
+    for batch in (0..n).collect::<Vec<_>>().chunks(50) {
+        for i in batch {
+            c.client
+                .publish(format!("many/{i}"), QoS::AtMostOnce, false, &b"x"[..])
+                .await
+                .unwrap();
+        }
+        let mut sent = 0;
+        c.until(|ev| {
+            if matches!(ev, rumqttc::Event::Outgoing(rumqttc::Outgoing::Publish(_))) {
+                sent += 1;
+            }
+            (sent == batch.len()).then_some(())
+        })
+        .await
+        .unwrap();
+    }
+    // Its PUBACK comes after the router has taken all the others.
+    c.publish("many/last", b"x").await.unwrap();
+    let g = settle(&b, "published", |g| g.topic_cache > 0).await;
+    assert!(
+        g.topic_cache <= rumqttd::PUBLISH_FILTERS_CAP as u64,
+        "{n} topics cached as {}",
+        g.topic_cache
+    );
+}
+
+/// Retained messages are bounded by `mqtt.retained_bytes`; past it a
+/// retained publication is delivered but not kept, and `/metrics` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retained_messages_are_bounded() {
+    let payload = vec![b'r'; 4000];
+    let one = entry("ret/1", payload.len());
+    let b = bridge(|c| c.mqtt.retained_bytes = 2 * one + 10).await;
+    let mut p = client(&b, "ret-pub").await;
+    for t in ["ret/1", "ret/2", "ret/3"] {
+        retain(&mut p, t, payload.clone()).await;
+    }
+    let g = settle(&b, "retained", |g| g.retained_refused == 1).await;
+    assert_eq!((g.retained, g.retained_bytes), (2, 2 * one));
+
+    let mut s = client(&b, "ret-sub").await;
+    s.client.subscribe("ret/#", QoS::AtLeastOnce).await.unwrap();
+    let mut got = vec![s.next().await.0, s.next().await.0];
+    got.sort();
+    assert_eq!(got, ["ret/1", "ret/2"]);
+
+    // Clearing one (an empty retained payload) makes room again.
+    retain(&mut p, "ret/1", Vec::new()).await;
+    retain(&mut p, "ret/3", payload.clone()).await;
+    let g = settle(&b, "room again", |g| g.retained_bytes == 2 * one).await;
+    assert_eq!((g.retained, g.retained_refused), (2, 1));
+
+    let (code, body) = curl(&[&format!("{}/metrics", b.http())]);
+    assert_eq!(code, 200);
+    let text = String::from_utf8(body).unwrap();
+    for line in [
+        "rdv_bridge_mqtt_retained 2",
+        "rdv_bridge_mqtt_retained_refused_total 1",
+        "rdv_bridge_mqtt_filters 2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
+}
