@@ -35,11 +35,14 @@ impl V4 {
             o.set_last_will(rumqttc::LastWill::new(t, "will", QoS::AtLeastOnce, false));
         }
         o.set_keep_alive(Duration::from_secs(30));
+        o.set_max_packet_size(128 * 1024, 128 * 1024);
         o.set_clean_session(true);
         if let Some(p) = password {
             o.set_credentials("x", p);
         }
         let (client, mut el) = rumqttc::AsyncClient::new(o, 100);
+        // Small packets one at a time: no wait on the delayed ACK.
+        el.network_options.set_tcp_nodelay(true);
         let r = tokio::time::timeout(WAIT, async {
             loop {
                 match el.poll().await {

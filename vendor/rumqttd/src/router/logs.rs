@@ -351,6 +351,23 @@ impl DataLog {
         // `native_readv` hasn't paniced, so this won't panic either.
         let data = self.native.get_mut(request.filter_idx).unwrap();
         data.waiters.register(id, request);
+        // rdv patch: once every subscription reading this log has read all
+        // of it, nothing in it is needed any more (a reconnecting persistent
+        // session would be one not parked here, so the log stays for it).
+        // Freeing it at once keeps memory to what some subscriber still has
+        // to read, and lets the allocator reuse warm memory for the next
+        // frames instead of touching fresh pages.
+        if data.waiters.waiters().len() == data.holders {
+            let next = data.log.next_offset();
+            let all_read = data
+                .waiters
+                .waiters()
+                .iter()
+                .all(|(_, r)| r.group.is_none() && r.cursor == next);
+            if all_read {
+                self.log_bytes -= data.log.clear();
+            }
+        }
     }
 
     /// Cleanup a connection from all the waiters

@@ -163,6 +163,19 @@ where
         }
     }
 
+    /// rdv patch: drops every item; returns the bytes freed. Offsets stay
+    /// continuous: the next append lands in the same segment index at the
+    /// offset it would have had, so a cursor at the end stays valid.
+    pub fn clear(&mut self) -> u64 {
+        let next = self.active_segment().next_offset();
+        while self.segments.len() > 1 {
+            self.segments.pop_front();
+        }
+        self.head = self.tail;
+        self.active_segment_mut().reset(next);
+        std::mem::take(&mut self.bytes)
+    }
+
     #[inline]
     pub fn last(&self) -> Option<T> {
         self.active_segment().last()

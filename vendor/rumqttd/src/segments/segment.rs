@@ -102,6 +102,14 @@ where
         self.data.len() as u64
     }
 
+    /// rdv patch: empties the segment (keeping its allocation); the next
+    /// item pushed gets `absolute_offset`.
+    pub(crate) fn reset(&mut self, absolute_offset: u64) {
+        self.data.clear();
+        self.total_size = 0;
+        self.absolute_offset = absolute_offset;
+    }
+
     /// Get the total size in bytes of the segment.
     #[inline]
     pub(crate) fn size(&self) -> u64 {
