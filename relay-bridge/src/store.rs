@@ -12,6 +12,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Most messages one catch-up query returns (bounds memory per subscriber).
 pub const MAX_CATCH_UP: i64 = 20_000;
 
+/// Rows per INSERT statement when a batch is written: 7 parameters each,
+/// far under SQLite's and Postgres's limits on bound parameters.
+const ROWS_PER_INSERT: usize = 64;
+
 /// The cache.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -104,22 +108,43 @@ impl Store {
         if self.shared {
             rows.sort_by(|a, b| a.0.cmp(&b.0));
         }
+        // Several rows per statement: one round trip to the database (for
+        // SQLite, to its worker thread) per chunk instead of per message.
         let mut tx = self.pool.begin().await?;
-        for (ck, m) in rows {
-            let body = m.to_json();
-            sqlx::query(
-                "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-            )
-            .bind(&m.id)
-            .bind(&m.topic)
-            .bind(m.key)
-            .bind(m.expires.unwrap_or(i64::MAX))
-            .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
-            .bind(body)
-            .bind(ck)
-            .execute(&mut *tx)
-            .await?;
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut sql = String::from(
+                "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) VALUES ",
+            );
+            for i in 0..chunk.len() {
+                let p = i * 7;
+                if i > 0 {
+                    sql.push(',');
+                }
+                sql.push_str(&format!(
+                    "(${},${},${},${},${},${},${})",
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4,
+                    p + 5,
+                    p + 6,
+                    p + 7
+                ));
+            }
+            sql.push_str(" ON CONFLICT DO NOTHING");
+            let mut q = sqlx::query(&sql);
+            for (ck, m) in chunk {
+                let body = m.to_json();
+                q = q
+                    .bind(&m.id)
+                    .bind(&m.topic)
+                    .bind(m.key)
+                    .bind(m.expires.unwrap_or(i64::MAX))
+                    .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
+                    .bind(body)
+                    .bind(ck.as_deref());
+            }
+            q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())

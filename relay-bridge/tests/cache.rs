@@ -105,7 +105,31 @@ macro_rules! both {
     };
 }
 
-both!(since_forms, expiry_and_prune, reopen_keeps_messages);
+/// A batch spans several INSERT statements (64 rows each); a message id
+/// already cached, or repeated within the batch, is written once, so a
+/// retried batch writes nothing twice.
+async fn batch_over_several_statements(b: Backend) {
+    let db = Db::new(b).await;
+    let s = Store::open(&db.url).await.unwrap();
+    let batch: Vec<std::sync::Arc<Message>> = (0..150)
+        .map(|i| std::sync::Arc::new(msg(&format!("m{i:03}"), "t", 100 + i, 1000)))
+        .collect();
+    s.insert_batch(&batch[..70]).await.unwrap();
+    // A retry of the first 70 with the rest, and one id twice in a batch.
+    let mut again = batch.clone();
+    again.push(batch[149].clone());
+    s.insert_batch(&again).await.unwrap();
+    let want: Vec<String> = (0..150).map(|i| format!("m{i:03}")).collect();
+    assert_eq!(ids(&s, &["t"], Since::All, 200).await, want);
+    assert_eq!(s.stats().await.unwrap().0, 150);
+}
+
+both!(
+    since_forms,
+    expiry_and_prune,
+    reopen_keeps_messages,
+    batch_over_several_statements
+);
 
 /// Holds the cache's write lock from another connection, so the bridge's
 /// background writer cannot commit until `release`.
