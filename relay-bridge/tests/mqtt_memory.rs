@@ -292,3 +292,108 @@ async fn retained_messages_are_bounded() {
         assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
     }
 }
+
+/// MQTT 3.1.1 topic matching, for the model below (`+` one level, `#` the
+/// rest).
+fn matches(filter: &str, topic: &str) -> bool {
+    let (mut f, mut t) = (filter.split('/'), topic.split('/'));
+    loop {
+        match (f.next(), t.next()) {
+            (Some("#"), _) => return true,
+            (Some("+"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// Random subscribe, unsubscribe, publish and reconnect steps from four
+/// clients, against a model of who must receive what: every publication
+/// reaches each client once per subscribed filter that matches it, and no
+/// one else, while filters come and go (their logs dropped, emptied and
+/// their indexes reused underneath).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_steps_deliver_exactly_what_the_model_says() {
+    const FILTERS: [&str; 5] = ["rnd/a", "rnd/b", "rnd/c", "rnd/+", "rnd/#"];
+    const TOPICS: [&str; 4] = ["rnd/a", "rnd/b", "rnd/c", "rnd/d"];
+    let b = bridge(|_| {}).await;
+    for seed in [1u64, 7, 1234] {
+        // xorshift64: the same steps on every run.
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rnd = move |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let mut clients = Vec::new();
+        for i in 0..4 {
+            clients.push(client(&b, &format!("rnd-{seed}-{i}")).await);
+        }
+        let mut subs: Vec<Vec<&str>> = vec![Vec::new(); 4];
+        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 4];
+        let mut want: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 4];
+        for step in 0..300 {
+            let c = rnd(4);
+            match rnd(10) {
+                0..=2 => {
+                    let f = FILTERS[rnd(FILTERS.len())];
+                    clients[c].subscribe(&[f]).await;
+                    if !subs[c].contains(&f) {
+                        subs[c].push(f);
+                    }
+                }
+                3..=4 => {
+                    if let Some(i) = (!subs[c].is_empty()).then(|| rnd(subs[c].len())) {
+                        let f = subs[c].remove(i);
+                        clients[c].unsubscribe(f).await;
+                    }
+                }
+                5 => {
+                    // A clean session ends: all its subscriptions go.
+                    let id = format!("rnd-{seed}-{c}");
+                    got[c].extend(clients[c].inbox.drain(..).map(|m| m.1));
+                    clients[c] = client(&b, &id).await;
+                    subs[c].clear();
+                }
+                _ => {
+                    let t = TOPICS[rnd(TOPICS.len())];
+                    let body = format!("{seed}/{step}").into_bytes();
+                    clients[c].publish(t, &body).await.unwrap();
+                    for r in 0..4 {
+                        let k = subs[r].iter().filter(|f| matches(f, t)).count();
+                        want[r].extend(std::iter::repeat_n(body.clone(), k));
+                        // Wait for them now, so that later steps cannot
+                        // change whether they were delivered.
+                        while got[r].iter().filter(|p| **p == body).count() < k {
+                            let m = match clients[r].inbox.pop_front() {
+                                Some(m) => m,
+                                None => clients[r].next().await,
+                            };
+                            got[r].push(m.1);
+                        }
+                    }
+                }
+            }
+        }
+        let deliveries: usize = want.iter().map(Vec::len).sum();
+        assert!(deliveries > 50, "seed {seed}: only {deliveries} deliveries");
+        // Anything more that arrives is a delivery the model did not make.
+        for (r, c) in clients.iter_mut().enumerate() {
+            got[r].extend(c.inbox.drain(..).map(|m| m.1));
+            while let Ok(Ok(ev)) =
+                tokio::time::timeout(Duration::from_millis(300), c.el.poll()).await
+            {
+                if let rumqttc::Event::Incoming(rumqttc::Packet::Publish(p)) = ev {
+                    got[r].push(p.payload.to_vec());
+                }
+            }
+            got[r].sort();
+            want[r].sort();
+            assert_eq!(got[r], want[r], "seed {seed}, client {r}");
+        }
+        drop(clients);
+        settle(&b, "all gone", |g| g.filters == 1 && g.log_bytes == 0).await;
+    }
+}
