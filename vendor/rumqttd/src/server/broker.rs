@@ -173,6 +173,12 @@ impl Broker {
         Ok((link_tx, link_rx))
     }
 
+    /// rdv patch: a local link with the builder's options (a persistent
+    /// session, a will), for the relay bridge's router fuzz target.
+    pub fn link_builder<'a>(&self, client_id: &'a str) -> local::LinkBuilder<'a> {
+        local::LinkBuilder::new(client_id, self.router_tx.clone())
+    }
+
     #[tracing::instrument(skip(self))]
     pub fn start(&mut self) -> Result<(), Error> {
         if self.config.v4.is_none()
