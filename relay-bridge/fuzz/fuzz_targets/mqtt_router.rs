@@ -28,7 +28,16 @@ use rumqttd::{Broker, Config, Notification, RouterConfig, RouterGauges};
 const LINKS: usize = 4;
 const MAX_STEPS: usize = 256;
 const FILTERS: [&str; 10] = [
-    "a", "a/b", "a/+", "a/#", "#", "+/b", "+", "$share/g/a/b", "$share/h/a/#", "b",
+    "a",
+    "a/b",
+    "a/+",
+    "a/#",
+    "#",
+    "+/b",
+    "+",
+    "$share/g/a/b",
+    "$share/h/a/#",
+    "b",
 ];
 const TOPICS: [&str; 6] = ["a", "a/b", "a/c", "b", "b/b", "a/b/c"];
 
