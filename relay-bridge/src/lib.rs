@@ -6,6 +6,7 @@
 //! beyond size and topic name.
 
 pub mod auth;
+pub mod bodies;
 pub mod config;
 pub mod content;
 pub mod error;

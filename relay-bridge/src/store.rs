@@ -3,6 +3,7 @@
 
 use sqlx::Row;
 
+use crate::bodies::{Bodies, BodyRef, INLINE_MAX};
 use crate::message::Message;
 use crate::since::Since;
 use crate::{Error, Result};
@@ -12,7 +13,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Most messages one catch-up query returns (bounds memory per subscriber).
 pub const MAX_CATCH_UP: i64 = 20_000;
 
-/// Rows per INSERT statement when a batch is written: 7 parameters each,
+/// Rows per INSERT statement when a batch is written: 9 parameters each,
 /// far under SQLite's and Postgres's limits on bound parameters.
 const ROWS_PER_INSERT: usize = 64;
 
@@ -22,6 +23,8 @@ pub struct Store {
     pool: sqlx::AnyPool,
     sqlite: bool,
     shared: bool,
+    /// Segment files for large bodies (a SQLite file cache only).
+    bodies: Option<Bodies>,
 }
 
 impl Store {
@@ -49,10 +52,15 @@ impl Store {
             _ => 8,
         };
         let pool = rdv_service_kit::db::connect(url, conns, &MIGRATOR).await?;
+        let bodies = match Bodies::dir_for(url) {
+            Some(d) if sqlite => Some(Bodies::open(&d)?),
+            _ => None,
+        };
         Ok(Store {
             pool,
             sqlite,
             shared,
+            bodies,
         })
     }
 
@@ -108,41 +116,75 @@ impl Store {
         if self.shared {
             rows.sort_by(|a, b| a.0.cmp(&b.0));
         }
+        // Large bodies go to the segment files first, in one write, so no
+        // row ever names a frame not yet written.
+        let mut bodies: Vec<String> = rows.iter().map(|(_, m)| m.to_json()).collect();
+        let mut refs: Vec<Option<BodyRef>> = vec![None; rows.len()];
+        if let Some(files) = &self.bodies {
+            let big: Vec<usize> = (0..bodies.len())
+                .filter(|i| bodies[*i].len() >= INLINE_MAX)
+                .collect();
+            if !big.is_empty() {
+                let files = files.clone();
+                let first_key = rows.first().map_or(0, |(_, m)| m.key);
+                let (written, back) = tokio::task::spawn_blocking(move || {
+                    let slices: Vec<&[u8]> = big.iter().map(|i| bodies[*i].as_bytes()).collect();
+                    (files.append(first_key, &slices).map(|r| (big, r)), bodies)
+                })
+                .await
+                .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+                bodies = back;
+                let (big, written) = written?;
+                for (i, r) in big.into_iter().zip(written) {
+                    refs[i] = Some(r);
+                }
+            }
+        }
         // Several rows per statement: one round trip to the database (for
         // SQLite, to its worker thread) per chunk instead of per message.
         let mut tx = self.pool.begin().await?;
+        let mut at = 0;
         for chunk in rows.chunks(ROWS_PER_INSERT) {
+            // The two file columns only when this chunk has a body in a
+            // file: small messages keep the shorter statement.
+            let files = refs[at..at + chunk.len()].iter().any(Option::is_some);
+            let cols = if files { 9 } else { 7 };
             let mut sql = String::from(
-                "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) VALUES ",
+                "INSERT INTO rdv_bridge_messages \
+                 (id, topic, msg_key, expires, size, body, content_key",
             );
+            sql.push_str(if files {
+                ", body_file, body_offset) VALUES "
+            } else {
+                ") VALUES "
+            });
             for i in 0..chunk.len() {
-                let p = i * 7;
                 if i > 0 {
                     sql.push(',');
                 }
-                sql.push_str(&format!(
-                    "(${},${},${},${},${},${},${})",
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4,
-                    p + 5,
-                    p + 6,
-                    p + 7
-                ));
+                let list: Vec<String> = (1..=cols).map(|k| format!("${}", i * cols + k)).collect();
+                sql.push('(');
+                sql.push_str(&list.join(","));
+                sql.push(')');
             }
             sql.push_str(" ON CONFLICT DO NOTHING");
             let mut q = sqlx::query(&sql);
             for (ck, m) in chunk {
-                let body = m.to_json();
+                let body = std::mem::take(&mut bodies[at]);
+                let size = i64::try_from(body.len()).unwrap_or(i64::MAX);
+                let r = refs[at];
+                at += 1;
                 q = q
                     .bind(&m.id)
                     .bind(&m.topic)
                     .bind(m.key)
                     .bind(m.expires.unwrap_or(i64::MAX))
-                    .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
-                    .bind(body)
+                    .bind(size)
+                    .bind(if r.is_some() { String::new() } else { body })
                     .bind(ck.as_deref());
+                if files {
+                    q = q.bind(r.map(|r| r.0)).bind(r.map(|r| r.1));
+                }
             }
             q.execute(&mut *tx).await?;
         }
@@ -180,12 +222,14 @@ impl Store {
         };
         let sql = if latest {
             format!(
-                "SELECT body, msg_key FROM rdv_bridge_messages WHERE expires > $1 AND msg_key > $2 \
+                "SELECT body, msg_key, size, body_file, body_offset FROM rdv_bridge_messages \
+                 WHERE expires > $1 AND msg_key > $2 \
                  AND topic IN ({list}) ORDER BY msg_key DESC, id DESC LIMIT 1"
             )
         } else {
             format!(
-                "SELECT body, msg_key FROM rdv_bridge_messages WHERE expires > $1 AND msg_key > $2 \
+                "SELECT body, msg_key, size, body_file, body_offset FROM rdv_bridge_messages \
+                 WHERE expires > $1 AND msg_key > $2 \
                  AND topic IN ({list}) ORDER BY msg_key, id LIMIT {MAX_CATCH_UP}"
             )
         };
@@ -194,10 +238,46 @@ impl Store {
             q = q.bind(t);
         }
         let rows = q.fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|r| {
-                let body: String = r.try_get(0)?;
-                let key: i64 = r.try_get(1)?;
+        let mut found = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let body: String = r.try_get(0)?;
+            let key: i64 = r.try_get(1)?;
+            let size: i64 = r.try_get(2)?;
+            let file: Option<i64> = r.try_get(3)?;
+            let off: Option<i64> = r.try_get(4)?;
+            let at = file.zip(off);
+            found.push((body, key, usize::try_from(size).unwrap_or(0), at));
+        }
+        // Bodies in segment files: read together, off the async threads.
+        if let Some(files) = self.bodies.clone()
+            && found.iter().any(|f| f.3.is_some())
+        {
+            found = tokio::task::spawn_blocking(move || {
+                let mut files = files.reader();
+                found
+                    .into_iter()
+                    .filter_map(|(body, key, size, at)| match at {
+                        None => Some((body, key, size, None)),
+                        Some(at) => match files.read(at, size).map(String::from_utf8) {
+                            Some(Ok(b)) if b.len() == size => Some((b, key, size, None)),
+                            _ => {
+                                tracing::warn!(
+                                    file = at.0,
+                                    offset = at.1,
+                                    "cached body unreadable; skipped"
+                                );
+                                None
+                            }
+                        },
+                    })
+                    .collect()
+            })
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+        }
+        found
+            .into_iter()
+            .map(|(body, key, _, _)| {
                 let mut m: Message =
                     serde_json::from_str(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
                 m.key = key;
@@ -224,7 +304,25 @@ impl Store {
             .bind(now_secs)
             .execute(&self.pool)
             .await?;
+        if let Some(files) = self.bodies.clone() {
+            let live: std::collections::HashSet<i64> = sqlx::query(
+                "SELECT DISTINCT body_file FROM rdv_bridge_messages WHERE body_file IS NOT NULL",
+            )
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<_, _>>()?;
+            tokio::task::spawn_blocking(move || files.delete_unused(&live))
+                .await
+                .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))??;
+        }
         Ok(r.rows_affected())
+    }
+
+    /// Body segment files on disk (None: bodies are kept in the rows).
+    pub fn body_files(&self) -> Result<Option<usize>> {
+        self.bodies.as_ref().map(Bodies::files).transpose()
     }
 
     /// Cached messages and their total size in bytes (for `/metrics`).
