@@ -67,9 +67,10 @@ pub const WRITE_BATCH: usize = 512;
 /// catch-ups read the queue, so this delays nothing a subscriber sees; it
 /// turns a steady trickle into one transaction (and one hop to the SQLite
 /// thread) per batch instead of per message: at 1,000 msg/s of 256 B the
-/// bridge spent ~0.4 ms of CPU per message, mostly context switches
-/// (docs/benchmarks/relay-bridge.md). A flush never waits.
-pub const WRITE_LINGER: Duration = Duration::from_millis(10);
+/// bridge spent ~0.4 ms of CPU per message, mostly context switches; 50 ms
+/// takes 15–20% off the 10 ms figure (docs/benchmarks/relay-bridge.md).
+/// What a crash loses is what waits here. A flush never waits.
+pub const WRITE_LINGER: Duration = Duration::from_millis(50);
 /// Messages queued for the cache before publishers wait (backpressure on a
 /// cache that cannot keep up; bounds `pending`).
 pub const WRITE_QUEUE: usize = 65_536;
