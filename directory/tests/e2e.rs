@@ -11,21 +11,7 @@ use rdv_directory_client::oprf::ServerKey;
 use rdv_proto::AgentKey;
 use serde_json::{Value, json};
 
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Backend::Postgres).await
-            }
-        }
-    };
-}
+use rdv_service_kit::both_backends as both;
 
 const DAY: time::Duration = time::Duration::days(1);
 

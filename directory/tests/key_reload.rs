@@ -18,21 +18,7 @@ use rdv_directory::store::Store;
 
 const RELOAD: u64 = 60;
 
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Backend::Postgres).await
-            }
-        }
-    };
-}
+use rdv_service_kit::both_backends as both;
 
 async fn instance(env: &Env, clock: Arc<ManualClock>, key_path: &std::path::Path) -> Running {
     let cfg = Config {

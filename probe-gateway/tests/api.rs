@@ -3,8 +3,9 @@
 //! gate, the signed pull API and SSE stream, and every refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[macro_use]
 mod common;
+
+use rdv_service_kit::both_backends as both;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};

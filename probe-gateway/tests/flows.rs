@@ -6,8 +6,9 @@
 //! to the SMTP listener (Python `smtplib`) as a forwarder would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[macro_use]
 mod common;
+
+use rdv_service_kit::both_backends as both;
 
 use std::net::SocketAddr;
 use std::path::Path;

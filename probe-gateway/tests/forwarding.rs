@@ -6,8 +6,9 @@
 //! in a day) queues nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[macro_use]
 mod common;
+
+use rdv_service_kit::both_backends as both;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

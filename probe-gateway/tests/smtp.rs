@@ -5,8 +5,9 @@
 //! and every bound and bad sequence is refused with its RFC 5321 code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[macro_use]
 mod common;
+
+use rdv_service_kit::both_backends as both;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

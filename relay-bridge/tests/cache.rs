@@ -94,16 +94,7 @@ async fn reopen_keeps_messages(b: Backend) {
     s.close().await;
 }
 
-macro_rules! both {
-    ($($name:ident),*) => {
-        mod sqlite {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await })*
-        }
-        mod postgres {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await })*
-        }
-    };
-}
+use rdv_service_kit::both_backends as both;
 
 /// A batch spans several INSERT statements (64 rows each); a message id
 /// already cached, or repeated within the batch, is written once, so a

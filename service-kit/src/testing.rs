@@ -6,6 +6,29 @@
 use sqlx::Connection;
 use sqlx::PgConnection;
 
+/// `both_backends!(name, …)`: runs each `async fn name(Backend)` as two
+/// tests, `name::sqlite` and `name::postgres` (each service keeps one test
+/// suite for both stores). `Backend`, with `Sqlite` and `Postgres`, is the
+/// calling test crate's own and must be in scope; so must `tokio`.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                use super::*;
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name(Backend::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name(Backend::Postgres).await
+                }
+            }
+        )+
+    };
+}
+
 /// The variable naming the test server.
 pub const PG_URL_VAR: &str = "RDV_TEST_POSTGRES_URL";
 

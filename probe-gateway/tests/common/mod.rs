@@ -5,25 +5,6 @@
 pub mod env;
 pub mod relay;
 
-/// `both!(name)`: runs `async fn name(Backend)` as two tests, on SQLite
-/// and on Postgres (the same store tests for both, issue #4).
-#[allow(unused_macros)]
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(Backend::Postgres).await
-            }
-        }
-    };
-}
-
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
