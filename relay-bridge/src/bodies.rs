@@ -13,7 +13,7 @@
 //! row may outlive its frame, and a frame that does not check is skipped on
 //! read, never returned. A file is deleted once no row names it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::FileExt as _;
@@ -162,10 +162,11 @@ impl Bodies {
         Ok(refs)
     }
 
-    /// The body at `at`, or None if its frame is missing or does not check
-    /// (a file cut short by a crash). Blocking file I/O.
-    pub fn read(&self, at: BodyRef, max_len: usize) -> Option<Vec<u8>> {
-        self.reader().read(at, max_len)
+    /// The body at `at`, of the `len` bytes its row recorded, or None if
+    /// its frame is missing or does not check (a file cut short by a
+    /// crash). Blocking file I/O.
+    pub fn read(&self, at: BodyRef, len: usize) -> Option<Vec<u8>> {
+        self.reader().read(at, len)
     }
 
     /// Reads many bodies, keeping each file open once (a catch-up reads up
@@ -177,22 +178,30 @@ impl Bodies {
         }
     }
 
-    /// Deletes the segment files no row names (`live`), except the one open
-    /// for appends. Returns how many went. Blocking file I/O.
-    pub fn delete_unused(&self, live: &HashSet<i64>) -> Result<usize> {
+    /// The segment files closed for appends (all but the open one): only
+    /// these may be deleted, since appends go to the open one alone and
+    /// a closed file never gains a row. Blocking file I/O.
+    pub fn closed(&self) -> Result<Vec<i64>> {
         let open = lock(&self.cur).as_ref().map(|c| c.n);
-        let mut gone = 0;
+        let mut found = Vec::new();
         for e in std::fs::read_dir(&self.dir)? {
-            let e = e?;
-            let Some(n) = e.file_name().to_str().and_then(number) else {
-                continue;
-            };
-            if Some(n) != open && !live.contains(&n) {
-                std::fs::remove_file(e.path())?;
-                gone += 1;
+            if let Some(n) = e?.file_name().to_str().and_then(number)
+                && Some(n) != open
+            {
+                found.push(n);
             }
         }
-        Ok(gone)
+        Ok(found)
+    }
+
+    /// Deletes closed segment file `n` (no row names it any more).
+    /// Blocking file I/O.
+    pub fn delete(&self, n: i64) -> Result<()> {
+        if lock(&self.cur).as_ref().is_some_and(|c| c.n == n) {
+            return Err(Error::Corrupt(format!("body file {n} is open")));
+        }
+        std::fs::remove_file(self.dir.join(name(n)))?;
+        Ok(())
     }
 
     /// The segment files there are (for tests and `/metrics`).
@@ -215,7 +224,7 @@ pub struct Reader<'a> {
 
 impl Reader<'_> {
     /// As [`Bodies::read`].
-    pub fn read(&mut self, at: BodyRef, max_len: usize) -> Option<Vec<u8>> {
+    pub fn read(&mut self, at: BodyRef, want: usize) -> Option<Vec<u8>> {
         let dir = self.dir;
         let file = self
             .open
@@ -227,8 +236,8 @@ impl Reader<'_> {
         file.read_exact_at(&mut h, off).ok()?;
         let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
         let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-        // Bounded before any allocation: a torn header reads as garbage.
-        if len > max_len {
+        // Checked before any allocation: a torn header reads as garbage.
+        if len != want {
             return None;
         }
         let mut body = vec![0u8; len];
@@ -247,21 +256,22 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let b = Bodies::open(d.path()).unwrap();
         let refs = b.append(0, &[b"one", &[7u8; 5000]]).unwrap();
-        assert_eq!(b.read(refs[0], 1 << 20).unwrap(), b"one");
-        assert_eq!(b.read(refs[1], 1 << 20).unwrap(), vec![7u8; 5000]);
-        // Over the caller's bound: not read at all.
+        assert_eq!(b.read(refs[0], 3).unwrap(), b"one");
+        assert_eq!(b.read(refs[1], 5000).unwrap(), vec![7u8; 5000]);
+        // Not the length the row recorded: not read at all.
         assert!(b.read(refs[1], 100).is_none());
+        assert!(b.read(refs[1], 5001).is_none());
         // One flipped byte in the body: the CRC refuses it.
         let path = d.path().join(name(refs[1].0));
         let mut bytes = std::fs::read(&path).unwrap();
         let at = refs[1].1 as usize + HEADER + 10;
         bytes[at] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        assert!(b.read(refs[1], 1 << 20).is_none());
+        assert!(b.read(refs[1], 5000).is_none());
         // Cut short: missing.
         std::fs::write(&path, &bytes[..refs[1].1 as usize + 20]).unwrap();
-        assert!(b.read(refs[1], 1 << 20).is_none());
-        assert_eq!(b.read(refs[0], 1 << 20).unwrap(), b"one");
+        assert!(b.read(refs[1], 5000).is_none());
+        assert_eq!(b.read(refs[0], 3).unwrap(), b"one");
     }
 
     #[test]
@@ -272,15 +282,17 @@ mod tests {
         let c = b.append(SEGMENT_SPAN_US, &[b"c"]).unwrap()[0];
         assert_ne!(a.0, c.0, "an hour of keys later, a new file");
         assert_eq!(b.files().unwrap(), 2);
-        // The open file stays even when no row names it.
-        assert_eq!(b.delete_unused(&HashSet::new()).unwrap(), 1);
-        assert!(b.read(a, 10).is_none());
-        assert_eq!(b.read(c, 10).unwrap(), b"c");
+        // Only the first is closed; the open one cannot be deleted.
+        assert_eq!(b.closed().unwrap(), [a.0]);
+        assert!(b.delete(c.0).is_err());
+        b.delete(a.0).unwrap();
+        assert!(b.read(a, 1).is_none());
+        assert_eq!(b.read(c, 1).unwrap(), b"c");
         // Reopened, appends go to a new file after the last one.
         let b2 = Bodies::open(d.path()).unwrap();
         let e = b2.append(SEGMENT_SPAN_US, &[b"e"]).unwrap()[0];
         assert!(e.0 > c.0);
-        assert_eq!(b2.read(c, 10).unwrap(), b"c");
+        assert_eq!(b2.read(c, 1).unwrap(), b"c");
     }
 
     #[test]

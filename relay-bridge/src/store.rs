@@ -304,18 +304,27 @@ impl Store {
             .bind(now_secs)
             .execute(&self.pool)
             .await?;
+        // A closed body file goes once no row names it (an index lookup per
+        // file: a day of cache is a few dozen files).
         if let Some(files) = self.bodies.clone() {
-            let live: std::collections::HashSet<i64> = sqlx::query(
-                "SELECT DISTINCT body_file FROM rdv_bridge_messages WHERE body_file IS NOT NULL",
-            )
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|r| r.try_get(0))
-            .collect::<std::result::Result<_, _>>()?;
-            tokio::task::spawn_blocking(move || files.delete_unused(&live))
+            let f = files.clone();
+            let closed = tokio::task::spawn_blocking(move || f.closed())
                 .await
                 .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))??;
+            for n in closed {
+                let used =
+                    sqlx::query("SELECT 1 FROM rdv_bridge_messages WHERE body_file = $1 LIMIT 1")
+                        .bind(n)
+                        .fetch_optional(&self.pool)
+                        .await?
+                        .is_some();
+                if !used {
+                    let f = files.clone();
+                    tokio::task::spawn_blocking(move || f.delete(n))
+                        .await
+                        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))??;
+                }
+            }
         }
         Ok(r.rows_affected())
     }
