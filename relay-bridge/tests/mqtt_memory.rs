@@ -148,6 +148,28 @@ async fn a_lagging_subscriber_keeps_what_it_has_not_read() {
     settle(&b, "all read", |g| g.log_bytes == 0).await;
 }
 
+/// When the one subscriber behind leaves, what only it still had to read
+/// is freed at once, not at the next publication.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_subscriber_leaving_frees_what_it_held() {
+    let b = bridge(|_| {}).await;
+    let mut fast = client(&b, "leave-fast").await;
+    let mut slow = client(&b, "leave-slow").await;
+    fast.subscribe(&["leave/t"]).await;
+    slow.subscribe(&["leave/t"]).await;
+    for i in 0..600 {
+        fast.client
+            .publish("leave/t", QoS::AtMostOnce, false, vec![b'.'; 32 * 1024])
+            .await
+            .unwrap();
+        let (t, _) = fast.next().await;
+        assert_eq!(t, "leave/t", "message {i}");
+    }
+    settle(&b, "slow has not read", |g| g.log_bytes > 0).await;
+    drop(slow);
+    settle(&b, "slow gone", |g| g.log_bytes == 0 && g.filters == 2).await;
+}
+
 /// The slab reuses a dropped filter's index: nothing published to the old
 /// filter may reach the new one's subscribers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

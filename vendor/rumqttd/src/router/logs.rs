@@ -146,6 +146,8 @@ impl DataLog {
             .as_ref()
             .is_some_and(|f| f.iter().any(|f| f == filter));
         if data.holders > 0 || warm {
+            // The one that left may have been the only one behind.
+            self.log_bytes -= data.clear_if_read();
             return None;
         }
         self.filter_indexes.remove(filter);
@@ -357,17 +359,7 @@ impl DataLog {
         // Freeing it at once keeps memory to what some subscriber still has
         // to read, and lets the allocator reuse warm memory for the next
         // frames instead of touching fresh pages.
-        if data.waiters.waiters().len() == data.holders {
-            let next = data.log.next_offset();
-            let all_read = data
-                .waiters
-                .waiters()
-                .iter()
-                .all(|(_, r)| r.group.is_none() && r.cursor == next);
-            if all_read {
-                self.log_bytes -= data.log.clear();
-            }
-        }
+        self.log_bytes -= data.clear_if_read();
     }
 
     /// Cleanup a connection from all the waiters
@@ -493,6 +485,23 @@ where
             waiters,
             meter: metrics,
         }
+    }
+
+    /// rdv patch: empties the log once every subscription reading it has
+    /// read all of it (all are parked as caught up, none is a shared
+    /// group's); returns the bytes freed. A persistent session away from
+    /// the broker is a holder that is not parked, so the log stays for it.
+    fn clear_if_read(&mut self) -> u64 {
+        if self.waiters.waiters().len() != self.holders {
+            return 0;
+        }
+        let next = self.log.next_offset();
+        let all_read = self
+            .waiters
+            .waiters()
+            .iter()
+            .all(|(_, r)| r.group.is_none() && r.cursor == next);
+        if all_read { self.log.clear() } else { 0 }
     }
 
     /// Writes to all the filters that are mapped to this publish topic
