@@ -17,6 +17,14 @@ pub const MAX_CATCH_UP: i64 = 20_000;
 /// far under SQLite's and Postgres's limits on bound parameters.
 const ROWS_PER_INSERT: usize = 64;
 
+/// Runs blocking file I/O (the body segment files) on tokio's blocking
+/// pool.
+async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
+}
+
 /// The cache.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -127,12 +135,11 @@ impl Store {
             if !big.is_empty() {
                 let files = files.clone();
                 let first_key = rows.first().map_or(0, |(_, m)| m.key);
-                let (written, back) = tokio::task::spawn_blocking(move || {
+                let (written, back) = off_thread(move || {
                     let slices: Vec<&[u8]> = big.iter().map(|i| bodies[*i].as_bytes()).collect();
                     (files.append(first_key, &slices).map(|r| (big, r)), bodies)
                 })
-                .await
-                .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+                .await?;
                 bodies = back;
                 let (big, written) = written?;
                 for (i, r) in big.into_iter().zip(written) {
@@ -252,7 +259,7 @@ impl Store {
         if let Some(files) = self.bodies.clone()
             && found.iter().any(|f| f.3.is_some())
         {
-            found = tokio::task::spawn_blocking(move || {
+            found = off_thread(move || {
                 let mut files = files.reader();
                 found
                     .into_iter()
@@ -272,8 +279,7 @@ impl Store {
                     })
                     .collect()
             })
-            .await
-            .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+            .await?;
         }
         found
             .into_iter()
@@ -308,9 +314,7 @@ impl Store {
         // file: a day of cache is a few dozen files).
         if let Some(files) = self.bodies.clone() {
             let f = files.clone();
-            let closed = tokio::task::spawn_blocking(move || f.closed())
-                .await
-                .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))??;
+            let closed = off_thread(move || f.closed()).await??;
             for n in closed {
                 let used =
                     sqlx::query("SELECT 1 FROM rdv_bridge_messages WHERE body_file = $1 LIMIT 1")
@@ -320,9 +324,7 @@ impl Store {
                         .is_some();
                 if !used {
                     let f = files.clone();
-                    tokio::task::spawn_blocking(move || f.delete(n))
-                        .await
-                        .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))??;
+                    off_thread(move || f.delete(n)).await??;
                 }
             }
         }

@@ -107,38 +107,47 @@ async fn a_filter_log_goes_with_its_last_subscriber() {
     assert_eq!(g.saved_sessions, 0);
 }
 
+/// Publications in the lagging-subscriber tests: more than loopback's
+/// socket buffers hold, less than the 32 MiB log.
+const LAGGED: usize = 600;
+
+/// The `i`th of them: its number, padded to 32 KB.
+fn lagged(i: usize) -> Vec<u8> {
+    let mut p = format!("{i:06}").into_bytes();
+    p.resize(32 * 1024, b'.');
+    p
+}
+
+/// Two subscribers of `topic`; the first publishes `LAGGED` messages and
+/// reads each back, the second reads none, so the log holds them for it.
+/// Returns (fast, slow).
+async fn lagging(b: &Bridge, topic: &str) -> (V4, V4) {
+    // Client ids may not hold a `/`.
+    let id = topic.replace('/', "-");
+    let mut fast = client(b, &format!("{id}-fast")).await;
+    let mut slow = client(b, &format!("{id}-slow")).await;
+    fast.subscribe(&[topic]).await;
+    slow.subscribe(&[topic]).await;
+    for i in 0..LAGGED {
+        fast.client
+            .publish(topic, QoS::AtMostOnce, false, lagged(i))
+            .await
+            .unwrap();
+        let (t, p) = fast.next().await;
+        assert_eq!((t.as_str(), &p[..6]), (topic, format!("{i:06}").as_bytes()));
+    }
+    let held = settle(b, "slow has not read", |g| g.log_bytes > 0).await;
+    assert!(held.log_bytes > 0);
+    (fast, slow)
+}
+
 /// A log is emptied only once every subscription reading it has read all
 /// of it: a subscriber that lags behind another loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_subscriber_keeps_what_it_has_not_read() {
     let b = bridge(|_| {}).await;
-    let mut fast = client(&b, "lag-fast").await;
-    let mut slow = client(&b, "lag-slow").await;
-    fast.subscribe(&["lag/t"]).await;
-    slow.subscribe(&["lag/t"]).await;
-    // More than loopback's socket buffers hold, less than the 32 MiB log:
-    // `slow` does not read, so most of it waits in the log for it.
-    let n = 600;
-    let body = |i: usize| {
-        let mut p = format!("{i:06}").into_bytes();
-        p.resize(32 * 1024, b'.');
-        p
-    };
-    for i in 0..n {
-        fast.client
-            .publish("lag/t", QoS::AtMostOnce, false, body(i))
-            .await
-            .unwrap();
-        let (t, p) = fast.next().await;
-        assert_eq!(
-            (t.as_str(), &p[..6]),
-            ("lag/t", format!("{i:06}").as_bytes())
-        );
-    }
-    let held = settle(&b, "slow has not read", |g| g.log_bytes > 0).await;
-    assert!(held.log_bytes > 0);
-
-    for i in 0..n {
+    let (_fast, mut slow) = lagging(&b, "lag/t").await;
+    for i in 0..LAGGED {
         let (t, p) = slow.next().await;
         assert_eq!(
             (t.as_str(), &p[..6]),
@@ -153,19 +162,7 @@ async fn a_lagging_subscriber_keeps_what_it_has_not_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_subscriber_leaving_frees_what_it_held() {
     let b = bridge(|_| {}).await;
-    let mut fast = client(&b, "leave-fast").await;
-    let mut slow = client(&b, "leave-slow").await;
-    fast.subscribe(&["leave/t"]).await;
-    slow.subscribe(&["leave/t"]).await;
-    for i in 0..600 {
-        fast.client
-            .publish("leave/t", QoS::AtMostOnce, false, vec![b'.'; 32 * 1024])
-            .await
-            .unwrap();
-        let (t, _) = fast.next().await;
-        assert_eq!(t, "leave/t", "message {i}");
-    }
-    settle(&b, "slow has not read", |g| g.log_bytes > 0).await;
+    let (_fast, slow) = lagging(&b, "leave/t").await;
     drop(slow);
     settle(&b, "slow gone", |g| g.log_bytes == 0 && g.filters == 2).await;
 }

@@ -196,19 +196,16 @@ impl DataLog {
             .map(|data| &data.waiters)
     }
 
-    /// rdv patch: `filter` is the subscription as the client wrote it; the
-    /// log is found under its path without `$share/group/`, and only the
-    /// waiter of that very subscription goes (upstream looked the log up by
-    /// the `$share` name, found none, and left the waiter parked).
+    /// rdv patch: `filter` is the subscription as the client wrote it and
+    /// `path` the log's filter (without `$share/group/`); only the waiter of
+    /// that very subscription goes (upstream looked the log up by the
+    /// `$share` name, found none, and left the waiter parked).
     pub fn remove_waiters_for_id(
         &mut self,
         id: ConnectionId,
+        path: &str,
         filter: &Filter,
     ) -> Option<DataRequest> {
-        let path = filter
-            .strip_prefix("$share/")
-            .and_then(|s| s.split_once('/'))
-            .map_or(filter.as_str(), |(_, p)| p);
         let data = self.native.get_mut(*self.filter_indexes.get(path)?)?;
         let waiters = data.waiters.get_mut();
 

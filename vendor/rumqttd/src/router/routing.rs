@@ -805,7 +805,9 @@ impl Router {
                             let ackslog = self.ackslog.get_mut(id).unwrap();
                             ackslog.unsuback(unsuback);
                             self.scheduler.untrack(id, filter);
-                            self.datalog.remove_waiters_for_id(id, filter);
+                            let path = extract_group(filter)
+                                .map_or_else(|| filter.clone(), |(_, p)| p);
+                            self.datalog.remove_waiters_for_id(id, &path, filter);
                             ended.push(filter);
                             force_ack = true;
                         }
