@@ -116,6 +116,10 @@ pub struct CacheConfig {
     /// (topic, payload) is cached once (docs/relay-bridge.md). Refused with
     /// SQLite.
     pub shared: bool,
+    /// Bytes of messages delivered but not yet written to the cache before
+    /// publishers wait for it (bounds memory when the disk or database
+    /// falls behind).
+    pub queue_bytes: usize,
 }
 
 impl Default for CacheConfig {
@@ -125,6 +129,7 @@ impl Default for CacheConfig {
             database_url: None,
             duration: "12h".into(),
             shared: false,
+            queue_bytes: crate::hub::WRITE_QUEUE_BYTES,
         }
     }
 }

@@ -767,6 +767,7 @@ async fn healthz(State(s): State<AppState>) -> Response {
     responses((status = 200, content_type = "text/plain"), (status = 503)))]
 async fn metrics_page(State(s): State<AppState>) -> Response {
     metrics::gauge!("rdv_bridge_subscribers_open").set(s.limits.subscribers() as f64);
+    metrics::gauge!("rdv_bridge_cache_queue_bytes").set(s.hub.queued_bytes() as f64);
     if let Some(store) = s.hub.store()
         && let Ok((n, bytes)) = store.stats().await
     {

@@ -74,10 +74,41 @@ pub const WRITE_LINGER: Duration = Duration::from_millis(50);
 /// Messages queued for the cache before publishers wait (backpressure on a
 /// cache that cannot keep up; bounds `pending`).
 pub const WRITE_QUEUE: usize = 65_536;
+/// Default bytes queued for the cache before publishers wait
+/// (`cache.queue_bytes`): 65,536 messages of 64 KiB would be 4 GiB.
+pub const WRITE_QUEUE_BYTES: usize = 64 << 20;
+/// What a queued message is charged beyond its text (its other fields and
+/// its place in `pending`).
+const QUEUE_OVERHEAD: usize = 256;
 
 enum WriterCmd {
     Write(Item),
     Flush(oneshot::Sender<()>),
+}
+
+/// The bytes the cache writer's queue holds, as semaphore permits taken by
+/// `publish` and given back once a batch is committed.
+#[derive(Debug)]
+struct Budget {
+    permits: tokio::sync::Semaphore,
+    total: u32,
+}
+
+impl Budget {
+    fn new(bytes: usize) -> Budget {
+        let total = u32::try_from(bytes.max(1)).unwrap_or(u32::MAX);
+        Budget {
+            permits: tokio::sync::Semaphore::new(total as usize),
+            total,
+        }
+    }
+
+    /// A message's charge: never more than the whole budget, so one message
+    /// larger than it still goes (alone).
+    fn cost(&self, m: &Message) -> u32 {
+        let n = m.message.as_ref().map_or(0, |t| t.len()) + QUEUE_OVERHEAD;
+        u32::try_from(n).unwrap_or(u32::MAX).min(self.total)
+    }
 }
 
 /// Messages fanned out but not yet committed to the cache, by ordering key.
@@ -87,6 +118,7 @@ type Pending = Arc<Mutex<BTreeMap<i64, Item>>>;
 struct Writer {
     tx: mpsc::Sender<WriterCmd>,
     pending: Pending,
+    budget: Arc<Budget>,
 }
 
 /// The hub: shared by the HTTP handlers and the MQTT bridge.
@@ -119,6 +151,8 @@ pub struct HubOptions {
     pub broadcast_capacity: usize,
     pub keepalive: Duration,
     pub write_timeout: Duration,
+    /// Bytes queued for the cache before publishers wait.
+    pub queue_bytes: usize,
 }
 
 impl Hub {
@@ -129,8 +163,13 @@ impl Hub {
         let writer = store.clone().map(|st| {
             let (tx, rx) = mpsc::channel(WRITE_QUEUE);
             let pending = Pending::default();
-            tokio::spawn(write_loop(st, pending.clone(), rx));
-            Writer { tx, pending }
+            let budget = Arc::new(Budget::new(opts.queue_bytes));
+            tokio::spawn(write_loop(st, pending.clone(), budget.clone(), rx));
+            Writer {
+                tx,
+                pending,
+                budget,
+            }
         });
         Arc::new(Hub {
             store,
@@ -187,11 +226,18 @@ impl Hub {
         }
         let m = Arc::new(m);
         if let (true, Some(w)) = (cached, &self.writer) {
+            // Room in the queue's bytes first: a cache that falls behind
+            // slows publishers instead of growing without bound.
+            match w.budget.permits.acquire_many(w.budget.cost(&m)).await {
+                Ok(p) => p.forget(),
+                Err(_) => return Err(Error::CacheClosed),
+            }
             // Into `pending` before any subscriber can see it live: a
             // catch-up that starts now finds it there or in the cache.
             lock(&w.pending).insert(key, m.clone());
             if w.tx.send(WriterCmd::Write(m.clone())).await.is_err() {
                 lock(&w.pending).remove(&key);
+                w.budget.permits.add_permits(w.budget.cost(&m) as usize);
                 return Err(Error::CacheClosed);
             }
         }
@@ -223,6 +269,14 @@ impl Hub {
     /// Messages fanned out but not yet in the cache (for tests and metrics).
     pub fn pending_writes(&self) -> usize {
         self.writer.as_ref().map_or(0, |w| lock(&w.pending).len())
+    }
+
+    /// Bytes queued for the cache (charged as `publish` does), for
+    /// `/metrics`.
+    pub fn queued_bytes(&self) -> usize {
+        self.writer.as_ref().map_or(0, |w| {
+            (w.budget.total as usize).saturating_sub(w.budget.permits.available_permits())
+        })
     }
 
     /// Asks every subscription to end (graceful shutdown drains them).
@@ -444,7 +498,12 @@ async fn cached_since(
 /// messages; a message leaves `pending` once committed. A batch that fails
 /// three times is dropped and counted (the messages were delivered live but
 /// will not be found by a later `since=`).
-async fn write_loop(store: Store, pending: Pending, mut rx: mpsc::Receiver<WriterCmd>) {
+async fn write_loop(
+    store: Store,
+    pending: Pending,
+    budget: Arc<Budget>,
+    mut rx: mpsc::Receiver<WriterCmd>,
+) {
     let mut cmds = Vec::with_capacity(WRITE_BATCH);
     while rx.recv_many(&mut cmds, WRITE_BATCH).await > 0 {
         let until = tokio::time::Instant::now() + WRITE_LINGER;
@@ -480,9 +539,13 @@ async fn write_loop(store: Store, pending: Pending, mut rx: mpsc::Receiver<Write
                 }
             }
             let mut p = lock(&pending);
+            let mut freed = 0;
             for m in &batch {
                 p.remove(&m.key);
+                freed += budget.cost(m) as usize;
             }
+            drop(p);
+            budget.permits.add_permits(freed);
         }
         for f in flushes {
             let _ = f.send(());

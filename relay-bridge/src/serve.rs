@@ -79,6 +79,7 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
             broadcast_capacity: cfg.limits.broadcast_capacity,
             keepalive: Duration::from_secs(cfg.http.keepalive_secs.max(1)),
             write_timeout: Duration::from_secs(cfg.limits.subscriber_write_timeout_secs.max(1)),
+            queue_bytes: cfg.cache.queue_bytes,
         },
         clock.clone(),
     );

@@ -4,7 +4,7 @@
 use sqlx::Row;
 
 use crate::bodies::{Bodies, BodyRef, INLINE_MAX};
-use crate::message::Message;
+use crate::message::{Message, Text};
 use crate::since::Since;
 use crate::{Error, Result};
 
@@ -23,6 +23,37 @@ async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
+}
+
+/// One cached row on its way back to a message.
+struct Found {
+    /// The message JSON; for a text in a body file, all but the text
+    /// (empty in rows written before texts were split off: their frame is
+    /// the whole JSON).
+    body: String,
+    key: i64,
+    size: usize,
+    at: Option<BodyRef>,
+    frame: Option<Vec<u8>>,
+}
+
+impl Found {
+    fn into_message(self) -> Result<Message> {
+        let corrupt = |e: serde_json::Error| Error::Corrupt(e.to_string());
+        let mut m: Message = match (self.frame, self.body.is_empty()) {
+            (Some(frame), true) => serde_json::from_slice(&frame).map_err(corrupt)?,
+            (Some(frame), false) => {
+                let mut m: Message = serde_json::from_str(&self.body).map_err(corrupt)?;
+                let text = Text::from_utf8(bytes::Bytes::from(frame))
+                    .map_err(|_| Error::Corrupt("cached text is not UTF-8".into()))?;
+                m.message = Some(text);
+                m
+            }
+            (None, _) => serde_json::from_str(&self.body).map_err(corrupt)?,
+        };
+        m.key = self.key;
+        Ok(m)
+    }
 }
 
 /// The cache.
@@ -124,26 +155,38 @@ impl Store {
         if self.shared {
             rows.sort_by(|a, b| a.0.cmp(&b.0));
         }
-        // Large bodies go to the segment files first, in one write, so no
-        // row ever names a frame not yet written.
-        let mut bodies: Vec<String> = rows.iter().map(|(_, m)| m.to_json()).collect();
+        // Large texts go to the segment files first, in one write, so no
+        // row ever names a frame not yet written. Their rows keep the rest
+        // of the message as JSON (`head_json`); other rows keep it all.
+        let big = |m: &Message| {
+            self.bodies.is_some() && m.message.as_ref().is_some_and(|t| t.len() >= INLINE_MAX)
+        };
+        let mut bodies: Vec<String> = rows
+            .iter()
+            .map(|(_, m)| if big(m) { m.head_json() } else { m.to_json() })
+            .collect();
+        let mut sizes: Vec<usize> = bodies.iter().map(String::len).collect();
         let mut refs: Vec<Option<BodyRef>> = vec![None; rows.len()];
         if let Some(files) = &self.bodies {
-            let big: Vec<usize> = (0..bodies.len())
-                .filter(|i| bodies[*i].len() >= INLINE_MAX)
+            let texts: Vec<(usize, bytes::Bytes)> = rows
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, m))| big(m))
+                .map(|(i, (_, m))| (i, m.message.as_ref().map(Text::bytes).unwrap_or_default()))
                 .collect();
-            if !big.is_empty() {
+            if !texts.is_empty() {
                 let files = files.clone();
                 let first_key = rows.first().map_or(0, |(_, m)| m.key);
-                let (written, back) = off_thread(move || {
-                    let slices: Vec<&[u8]> = big.iter().map(|i| bodies[*i].as_bytes()).collect();
-                    (files.append(first_key, &slices).map(|r| (big, r)), bodies)
+                let (idx, texts): (Vec<usize>, Vec<bytes::Bytes>) = texts.into_iter().unzip();
+                let written = off_thread(move || {
+                    let slices: Vec<&[u8]> = texts.iter().map(|t| &t[..]).collect();
+                    files.append(first_key, &slices).map(|r| (idx, texts, r))
                 })
-                .await?;
-                bodies = back;
-                let (big, written) = written?;
-                for (i, r) in big.into_iter().zip(written) {
+                .await??;
+                let (idx, texts, written) = written;
+                for ((i, t), r) in idx.into_iter().zip(texts).zip(written) {
                     refs[i] = Some(r);
+                    sizes[i] = t.len();
                 }
             }
         }
@@ -169,7 +212,18 @@ impl Store {
                 if i > 0 {
                     sql.push(',');
                 }
-                let list: Vec<String> = (1..=cols).map(|k| format!("${}", i * cols + k)).collect();
+                // SQLite gets anonymous `?`: sqlx looks up each numbered
+                // parameter's name, a linear scan in SQLite, so 576 `$N`
+                // cost a quadratic 7% of the bridge's CPU at 32 KB.
+                let list: Vec<String> = (1..=cols)
+                    .map(|k| {
+                        if self.sqlite {
+                            "?".to_owned()
+                        } else {
+                            format!("${}", i * cols + k)
+                        }
+                    })
+                    .collect();
                 sql.push('(');
                 sql.push_str(&list.join(","));
                 sql.push(')');
@@ -178,7 +232,7 @@ impl Store {
             let mut q = sqlx::query(&sql);
             for (ck, m) in chunk {
                 let body = std::mem::take(&mut bodies[at]);
-                let size = i64::try_from(body.len()).unwrap_or(i64::MAX);
+                let size = i64::try_from(sizes[at]).unwrap_or(i64::MAX);
                 let r = refs[at];
                 at += 1;
                 q = q
@@ -187,7 +241,7 @@ impl Store {
                     .bind(m.key)
                     .bind(m.expires.unwrap_or(i64::MAX))
                     .bind(size)
-                    .bind(if r.is_some() { String::new() } else { body })
+                    .bind(body)
                     .bind(ck.as_deref());
                 if files {
                     q = q.bind(r.map(|r| r.0)).bind(r.map(|r| r.1));
@@ -253,20 +307,32 @@ impl Store {
             let file: Option<i64> = r.try_get(3)?;
             let off: Option<i64> = r.try_get(4)?;
             let at = file.zip(off);
-            found.push((body, key, usize::try_from(size).unwrap_or(0), at));
+            found.push(Found {
+                body,
+                key,
+                size: usize::try_from(size).unwrap_or(0),
+                at,
+                frame: None,
+            });
         }
-        // Bodies in segment files: read together, off the async threads.
+        // Texts in segment files: read together, off the async threads. A
+        // frame that is missing or does not check loses its message only.
         if let Some(files) = self.bodies.clone()
-            && found.iter().any(|f| f.3.is_some())
+            && found.iter().any(|f| f.at.is_some())
         {
             found = off_thread(move || {
                 let mut files = files.reader();
                 found
                     .into_iter()
-                    .filter_map(|(body, key, size, at)| match at {
-                        None => Some((body, key, size, None)),
-                        Some(at) => match files.read(at, size).map(String::from_utf8) {
-                            Some(Ok(b)) if b.len() == size => Some((b, key, size, None)),
+                    .filter_map(|mut f| {
+                        let Some(at) = f.at else {
+                            return Some(f);
+                        };
+                        match files.read(at, f.size) {
+                            Some(b) if b.len() == f.size => {
+                                f.frame = Some(b);
+                                Some(f)
+                            }
                             _ => {
                                 tracing::warn!(
                                     file = at.0,
@@ -275,21 +341,13 @@ impl Store {
                                 );
                                 None
                             }
-                        },
+                        }
                     })
                     .collect()
             })
             .await?;
         }
-        found
-            .into_iter()
-            .map(|(body, key, _, _)| {
-                let mut m: Message =
-                    serde_json::from_str(&body).map_err(|e| Error::Corrupt(e.to_string()))?;
-                m.key = key;
-                Ok(m)
-            })
-            .collect()
+        found.into_iter().map(Found::into_message).collect()
     }
 
     /// The ordering key of the cached message `id`.

@@ -121,14 +121,20 @@ async fn batch_over_several_statements(b: Backend) {
 async fn large_bodies(b: Backend) {
     let db = Db::new(b).await;
     let s = Store::open(&db.url).await.unwrap();
+    // Text that JSON escapes, a binary body (base64), and the other
+    // fields, all come back as they went in.
     let big = |id: &str, key: i64, expires: i64, fill: u8| {
-        let mut m = Message::with_body(
-            id.into(),
-            key * 1_000_000,
-            "big".into(),
-            bytes::Bytes::from(vec![fill; 20_000]),
-        );
+        let body = match fill {
+            b'e' => "\"quoted\"\n\\ é ✓ \u{1}".repeat(1000).into_bytes(),
+            _ => (0..20_000u32)
+                .map(|i| (i * 7 + u32::from(fill)) as u8)
+                .collect(),
+        };
+        let mut m = Message::with_body(id.into(), key * 1_000_000, "big".into(), body.into());
         m.expires = Some(expires);
+        m.title = Some(format!("title {id}"));
+        m.tags = Some(vec!["a".into(), "b\"c".into()]);
+        m.priority = Some(4);
         std::sync::Arc::new(m)
     };
     // Two batches an hour of keys apart: two segment files on SQLite.
@@ -183,13 +189,7 @@ async fn a_cut_body_file_loses_only_what_it_lost() {
         .collect();
     s.insert_batch(&ms).await.unwrap();
     s.close().await;
-    let dir = rdv_relay_bridge::bodies::Bodies::dir_for(&db.url).unwrap();
-    let f = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let f = only_body_file(&db.url);
     let len = std::fs::metadata(&f).unwrap().len();
     // Half of the third body and all of the fourth are gone.
     let cut = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
@@ -197,6 +197,97 @@ async fn a_cut_body_file_loses_only_what_it_lost() {
     let s = Store::open(&db.url).await.unwrap();
     assert_eq!(ids(&s, &["cut"], Since::All, 200).await, ["c0", "c1"]);
     s.close().await;
+}
+
+/// A text in a body file is stored as sent, not escaped into JSON (what
+/// the split saves), and its row holds the rest of the message.
+#[tokio::test]
+async fn a_text_in_a_body_file_is_stored_as_sent() {
+    let db = Db::new(Backend::Sqlite).await;
+    let s = Store::open(&db.url).await.unwrap();
+    let text = "line \"one\"\nline two\t✓\n".repeat(400);
+    let mut m = Message::with_body(
+        "t1".into(),
+        100_000_000,
+        "split".into(),
+        text.clone().into(),
+    );
+    m.expires = Some(1000);
+    m.title = Some("hello".into());
+    s.insert_batch(&[std::sync::Arc::new(m.clone())])
+        .await
+        .unwrap();
+    let file = only_body_file(&db.url);
+    let stored = std::fs::read(&file).unwrap();
+    assert!(
+        stored.windows(text.len()).any(|w| w == text.as_bytes()),
+        "the frame holds the text byte for byte"
+    );
+    use sqlx::Connection as _;
+    let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let (body, size): (String, i64) =
+        sqlx::query_as("SELECT body, size FROM rdv_bridge_messages WHERE id = 't1'")
+            .fetch_one(&mut c)
+            .await
+            .unwrap();
+    let head: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(head["title"], "hello");
+    assert!(head.get("message").is_none(), "{body}");
+    assert_eq!(size, text.len() as i64);
+    assert_eq!(
+        s.query(&["split".into()], &Since::All, 200).await.unwrap(),
+        [m]
+    );
+    s.close().await;
+}
+
+/// Rows written before texts were split off (an empty `body`, the whole
+/// message JSON in the frame) still read back.
+#[tokio::test]
+async fn rows_with_the_whole_json_in_the_file_still_read() {
+    let db = Db::new(Backend::Sqlite).await;
+    let s = Store::open(&db.url).await.unwrap();
+    let mut m = Message::with_body(
+        "old".into(),
+        100_000_000,
+        "legacy".into(),
+        "x\"y".repeat(3000).into(),
+    );
+    m.expires = Some(1000);
+    let json = m.to_json();
+    let files = rdv_relay_bridge::bodies::Bodies::open(
+        &rdv_relay_bridge::bodies::Bodies::dir_for(&db.url).unwrap(),
+    )
+    .unwrap();
+    let at = files.append(m.key, &[json.as_bytes()]).unwrap()[0];
+    use sqlx::Connection as _;
+    let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::query(
+        "INSERT INTO rdv_bridge_messages \
+         (id, topic, msg_key, expires, size, body, content_key, body_file, body_offset) \
+         VALUES ('old', 'legacy', 100000000, 1000, ?, '', NULL, ?, ?)",
+    )
+    .bind(json.len() as i64)
+    .bind(at.0)
+    .bind(at.1)
+    .execute(&mut c)
+    .await
+    .unwrap();
+    assert_eq!(
+        s.query(&["legacy".into()], &Since::All, 200).await.unwrap(),
+        [m]
+    );
+    s.close().await;
+}
+
+fn only_body_file(url: &str) -> std::path::PathBuf {
+    let dir = rdv_relay_bridge::bodies::Bodies::dir_for(url).unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.remove(0)
 }
 
 both!(
@@ -360,4 +451,55 @@ async fn shutdown_flushes_the_write_queue() {
         50
     );
     s.close().await;
+}
+
+/// A cache that falls behind holds at most `cache.queue_bytes` of messages:
+/// the publish over it waits (and nothing is lost) until the writer has
+/// committed and given the room back.
+async fn the_write_queue_is_bounded_in_bytes(backend: Backend) {
+    use rdv_relay_bridge::hub::{Draft, Origin};
+    let b = Bridge::start(backend, |c| c.cache.queue_bytes = 10_000).await;
+    let hub = b.running.as_ref().unwrap().hub.clone();
+    let draft = |i: usize| Draft {
+        topic: "qbytes".into(),
+        body: bytes::Bytes::from(format!("{i}").repeat(3000)),
+        cache: true,
+        ..Default::default()
+    };
+    let lock = WriteLock::take(backend, &b.db.url).await;
+    // Three of 3,000 bytes (and their overhead) fit in 10,000.
+    for i in 0..3 {
+        hub.publish(draft(i), Origin::Http).await.unwrap();
+    }
+    assert_eq!(hub.pending_writes(), 3);
+    assert_eq!(hub.queued_bytes(), 3 * (3000 + 256));
+    let fourth = hub.publish(draft(3), Origin::Http);
+    let mut fourth = std::pin::pin!(fourth);
+    assert!(
+        futures_util::poll!(fourth.as_mut()).is_pending(),
+        "the fourth publish must wait for room in the queue"
+    );
+    assert_eq!(hub.pending_writes(), 3);
+    lock.release().await;
+    // Bounded: a hang guard, not a timing check.
+    tokio::time::timeout(std::time::Duration::from_secs(30), fourth)
+        .await
+        .expect("room comes back once the batch is committed")
+        .unwrap();
+    hub.flush().await;
+    assert_eq!(
+        poll_ids(&b, "qbytes/json?poll=1&since=all").len(),
+        4,
+        "nothing lost"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_queue_is_bounded_in_bytes_sqlite() {
+    the_write_queue_is_bounded_in_bytes(Backend::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_queue_is_bounded_in_bytes_postgres() {
+    the_write_queue_is_bounded_in_bytes(Backend::Postgres).await
 }

@@ -544,6 +544,7 @@ async fn health_metrics_openapi() {
         "{text}"
     );
     assert!(text.contains("rdv_bridge_cache_messages"), "{text}");
+    assert!(text.contains("rdv_bridge_cache_queue_bytes"), "{text}");
     let (c, api) = curl_json(&[&format!("{h}/openapi.json")]);
     assert_eq!(c, 200);
     assert!(api["paths"]["/{topics}/json"].is_object(), "{api}");

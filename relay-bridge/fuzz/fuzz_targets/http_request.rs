@@ -110,6 +110,7 @@ fn ctx() -> &'static Ctx {
                 broadcast_capacity: 64,
                 keepalive: Duration::from_secs(1),
                 write_timeout: Duration::from_secs(1),
+                queue_bytes: 1 << 20,
             };
             let open = Auth::new(&AuthConfig::default());
             let read_only = Auth::new(&AuthConfig {

@@ -753,4 +753,10 @@ pub trait Protocol {
     fn is_v5(&self) -> bool {
         false
     }
+    /// rdv patch (PATCHES.md, "Payloads sent from where they are"): writes
+    /// `packet`, except a PUBLISH's payload, which it returns for the caller
+    /// to send right after what it wrote.
+    fn write_head(&self, packet: Packet, write: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+        self.write(packet, write).map(|_| None)
+    }
 }

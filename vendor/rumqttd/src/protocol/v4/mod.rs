@@ -340,6 +340,16 @@ impl Protocol for V4 {
         Ok(packet)
     }
 
+    fn write_head(&self, packet: Packet, buffer: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+        match packet {
+            Packet::Publish(publish, _) => {
+                publish::write_head(&publish, buffer)?;
+                Ok(Some(publish.payload))
+            }
+            packet => self.write(packet, buffer).map(|_| None),
+        }
+    }
+
     fn write(&self, packet: Packet, buffer: &mut BytesMut) -> Result<usize, Error> {
         let size = match packet {
             Packet::Connect(connect, None, last_will, None, login) => {
@@ -349,7 +359,11 @@ impl Protocol for V4 {
             // currently we can't conditionally set them based on v5 or v4,
             // so we ignore them, as properties can't be there in v4.
             Packet::ConnAck(connack, _) => connack::write(&connack, buffer)?,
-            Packet::Publish(publish, None) => publish::write(&publish, buffer)?,
+            // rdv patch (PATCHES.md, "MQTT 5 publications reach v4
+            // subscribers"): a publication from an MQTT 5 client goes out
+            // without its properties, which v4 has no place for (upstream
+            // panicked here and dropped the subscriber's connection).
+            Packet::Publish(publish, _) => publish::write(&publish, buffer)?,
             Packet::PubAck(puback, None) => puback::write(&puback, buffer)?,
             Packet::Subscribe(subscribe, None) => subscribe::write(&subscribe, buffer)?,
             Packet::SubAck(suback, None) => suback::write(&suback, buffer)?,

@@ -42,6 +42,15 @@ pub fn read(fixed_header: FixedHeader, mut bytes: Bytes) -> Result<Publish, Erro
 }
 
 pub fn write(publish: &Publish, buffer: &mut BytesMut) -> Result<usize, Error> {
+    let n = write_head(publish, buffer)?;
+    buffer.extend_from_slice(&publish.payload);
+    Ok(n)
+}
+
+/// rdv patch (PATCHES.md, "Payloads sent from where they are"): the packet
+/// up to its payload, which the caller sends right after; returns the whole
+/// packet's length.
+pub fn write_head(publish: &Publish, buffer: &mut BytesMut) -> Result<usize, Error> {
     let len = publish.len();
 
     let dup = publish.dup as u8;
@@ -60,8 +69,6 @@ pub fn write(publish: &Publish, buffer: &mut BytesMut) -> Result<usize, Error> {
 
         buffer.put_u16(pkid);
     }
-
-    buffer.extend_from_slice(&publish.payload);
 
     Ok(1 + count + len)
 }

@@ -442,6 +442,16 @@ impl Protocol for V5 {
         Ok(packet)
     }
 
+    fn write_head(&self, packet: Packet, buffer: &mut BytesMut) -> Result<Option<Bytes>, Error> {
+        match packet {
+            Packet::Publish(publish, properties) => {
+                publish::write_head(&publish, &properties, buffer)?;
+                Ok(Some(publish.payload))
+            }
+            packet => self.write(packet, buffer).map(|_| None),
+        }
+    }
+
     fn write(&self, packet: Packet, buffer: &mut BytesMut) -> Result<usize, Error> {
         let size = match packet {
             Packet::Connect(

@@ -62,6 +62,19 @@ pub fn write(
     properties: &Option<PublishProperties>,
     buffer: &mut BytesMut,
 ) -> Result<usize, Error> {
+    let n = write_head(publish, properties, buffer)?;
+    buffer.extend_from_slice(&publish.payload);
+    Ok(n)
+}
+
+/// rdv patch (PATCHES.md, "Payloads sent from where they are"): the packet
+/// up to its payload, which the caller sends right after; returns the whole
+/// packet's length.
+pub fn write_head(
+    publish: &Publish,
+    properties: &Option<PublishProperties>,
+    buffer: &mut BytesMut,
+) -> Result<usize, Error> {
     let len = len(publish, properties);
 
     let dup = publish.dup as u8;
@@ -86,8 +99,6 @@ pub fn write(
     } else {
         write_remaining_length(buffer, 0)?;
     }
-
-    buffer.extend_from_slice(&publish.payload);
 
     Ok(1 + count + len)
 }
