@@ -130,13 +130,15 @@ async fn settle(pids: &[u32]) {
 }
 
 /// Runs one scenario and records the CPU the server processes used in it,
-/// background work included (the bridge's cache writer gets 300 ms to
-/// finish after the last message arrived).
+/// background work included: the count ends once the servers are idle
+/// again, so a cache writer still catching up after the last arrival is
+/// counted (a fixed 300 ms used to cut it short at 32 KB). The idle test
+/// itself may add up to 5 ms of CPU.
 async fn measured(pids: &[u32], scenario: impl std::future::Future<Output = Row>) -> Row {
     settle(pids).await;
     let before = cpu_of(pids);
     let mut row = scenario.await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(pids).await;
     row.cpu_s = cpu_of(pids) - before;
     row
 }

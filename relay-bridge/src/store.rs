@@ -118,28 +118,10 @@ impl Store {
             .then(|| crate::content::content_key(&m.topic, &m.payload()))
     }
 
-    /// Stores one message event (in shared mode, skipped if its topic and
-    /// payload are already cached).
+    /// Stores one message event: a batch of one (in shared mode, skipped
+    /// if its topic and payload are already cached).
     pub async fn insert(&self, m: &Message) -> Result<()> {
-        let body = m.to_json();
-        let sql = if self.shared {
-            "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
-        } else {
-            "INSERT INTO rdv_bridge_messages (id, topic, msg_key, expires, size, body, content_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
-        };
-        sqlx::query(sql)
-            .bind(&m.id)
-            .bind(&m.topic)
-            .bind(m.key)
-            .bind(m.expires.unwrap_or(i64::MAX))
-            .bind(i64::try_from(body.len()).unwrap_or(i64::MAX))
-            .bind(body)
-            .bind(self.key_for(m))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.insert_batch(&[std::sync::Arc::new(m.clone())]).await
     }
 
     /// Stores a batch of messages in one transaction. A message whose id is
