@@ -690,6 +690,7 @@ fn main() {
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let (bpid, mpid) = (b.0.id(), m.0.id());
     rt.block_on(async {
+        let mut to_bridge = 0u64;
         let targets = [
             ("rdv-relay-bridge", bport, bpid),
             ("mosquitto", mport, mpid),
@@ -713,6 +714,9 @@ fn main() {
                         mqtt_to_mqtt(&label, name, port, qos, size, n, None).await;
                         let run = mqtt_to_mqtt(&label, name, port, qos, size, n, None);
                         measured(&[pid], run).await.print();
+                        if pid == bpid {
+                            to_bridge += 2 * n;
+                        }
                     }
                 }
             }
@@ -721,9 +725,29 @@ fn main() {
                 if wanted(&label) {
                     let run = mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000));
                     measured(&[pid], run).await.print();
+                    if pid == bpid {
+                        to_bridge += n_rate;
+                    }
                 }
             }
         }
+        // The bridge also carries every MQTT publication to the ntfy side
+        // and its cache; a lagging carrier would lose the oldest past
+        // `filter_log_bytes` without the MQTT rows showing it.
+        settle(&[bpid]).await;
+        let carried = ureq::get(&format!("{http}/metrics"))
+            .call()
+            .ok()
+            .and_then(|r| r.into_string().ok())
+            .and_then(|body| {
+                body.lines()
+                    .find_map(|l| l.strip_prefix("rdv_bridge_messages_in_total{protocol=\"mqtt\"} "))
+                    .and_then(|n| n.trim().parse::<f64>().ok())
+            })
+            .unwrap_or(0.0);
+        println!();
+        println!("bridge: {carried} of {to_bridge} MQTT publications carried to the ntfy side and its cache");
+        println!();
         if !wanted("ntfy PUT → MQTT sub, MQTT pub → ntfy SSE sub") {
             return;
         }

@@ -801,6 +801,7 @@ fn broker_gauges(r: rumqttd::GaugeReading) {
     gauge!("rdv_bridge_mqtt_retained_bytes").set(r.retained_bytes as f64);
     gauge!("rdv_bridge_mqtt_saved_sessions").set(r.saved_sessions as f64);
     metrics::counter!("rdv_bridge_mqtt_retained_refused_total").absolute(r.retained_refused);
+    metrics::counter!("rdv_bridge_mqtt_lagged_total").absolute(r.lagged);
 }
 
 /// This document.

@@ -179,6 +179,40 @@ async fn inbound(
     }
 }
 
+/// Publications the MQTT → ntfy carrier missed: it reads one filter's log,
+/// whose offsets are continuous, so a jump between two forwards is what
+/// the broker dropped while the carrier was more than `filter_log_bytes`
+/// behind (a cache or database too slow for the inflow). Counted and
+/// logged: those messages reached MQTT subscribers but neither ntfy
+/// subscribers nor the cache.
+#[derive(Debug, Default)]
+struct Gap {
+    last: Option<u64>,
+}
+
+impl Gap {
+    /// Notes one forward's offset; returns how many were skipped before it.
+    fn check(&mut self, cursor: Option<(u64, u64)>) -> u64 {
+        // Retained messages come without an offset.
+        let Some((_, off)) = cursor else {
+            return 0;
+        };
+        let mut lost = 0;
+        if let Some(prev) = self.last
+            && off > prev + 1
+        {
+            lost = off - prev - 1;
+            metrics::counter!("rdv_bridge_mqtt_to_ntfy_lost_total").increment(lost);
+            tracing::warn!(
+                lost,
+                "MQTT → ntfy carrier fell behind the broker's log; publications lost to ntfy and the cache"
+            );
+        }
+        self.last = Some(off);
+        lost
+    }
+}
+
 /// Resolves port 0 to a free port: rumqttd binds inside its own threads and
 /// does not report the address, so we find one and hand it over.
 fn reserve(addr: SocketAddr) -> Result<SocketAddr> {
@@ -520,9 +554,11 @@ pub async fn start_embedded(
     // MQTT → ntfy.
     let prefix = cfg.prefix.clone();
     tokio::spawn(async move {
+        let mut gap = Gap::default();
         loop {
             match link_rx.next().await {
                 Ok(Some(rumqttd::Notification::Forward(f))) => {
+                    gap.check(f.cursor);
                     inbound(
                         &hub,
                         Some(&echo),
@@ -702,6 +738,20 @@ pub async fn start_external(cfg: &MqttConfig, limit: usize, hub: Arc<Hub>) -> Re
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn carrier_gaps_are_counted() {
+        let mut g = super::Gap::default();
+        assert_eq!(
+            g.check(Some((0, 10))),
+            0,
+            "the first forward sets the start"
+        );
+        assert_eq!(g.check(Some((0, 11))), 0);
+        assert_eq!(g.check(None), 0, "a retained message has no offset");
+        assert_eq!(g.check(Some((1, 15))), 3, "12, 13 and 14 were dropped");
+        assert_eq!(g.check(Some((1, 16))), 0);
+    }
+
     use super::*;
 
     /// The gate keys limits by visitor: one visitor's cap, flood or spent

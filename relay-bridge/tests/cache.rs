@@ -502,3 +502,65 @@ async fn the_write_queue_is_bounded_in_bytes_sqlite() {
 async fn the_write_queue_is_bounded_in_bytes_postgres() {
     the_write_queue_is_bounded_in_bytes(Backend::Postgres).await
 }
+
+/// When the cache stalls for longer than the broker's log holds, the MQTT →
+/// ntfy carrier loses the oldest publications it had not read: MQTT
+/// subscribers still get them, and every one lost to ntfy and the cache is
+/// counted (`rdv_bridge_mqtt_to_ntfy_lost_total`), none silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_cache_loses_counted_publications_to_ntfy() {
+    use rdv_relay_bridge::config::MqttMode;
+    const N: usize = 1000;
+    let b = Bridge::start(Backend::Sqlite, |c| {
+        c.mqtt.mode = MqttMode::Embedded;
+        c.mqtt.listen = Some("127.0.0.1:0".parse().unwrap());
+        c.limits.message_size_limit = 4096;
+        c.mqtt.filter_log_bytes = 64 * 1024;
+        c.cache.queue_bytes = 8 * 1024;
+    })
+    .await;
+    let mut sub = common::v4::V4::connect(b.mqtt_port(), "stall-sub", None)
+        .await
+        .unwrap();
+    sub.subscribe(&["stall"]).await;
+    let lock = WriteLock::take(Backend::Sqlite, &b.db.url).await;
+    for i in 0..N {
+        let mut p = format!("{i:06}").into_bytes();
+        p.resize(2048, b'.');
+        sub.client
+            .publish("stall", rumqttc::QoS::AtMostOnce, false, p)
+            .await
+            .unwrap();
+        let (_, got) = sub.next().await;
+        assert_eq!(&got[..6], format!("{i:06}").as_bytes(), "MQTT gets all");
+    }
+    lock.release().await;
+    let hub = b.running.as_ref().unwrap().hub.clone();
+    // Until the carrier has passed the last publication (a hang guard,
+    // not a timing check).
+    let last = format!("{:06}", N - 1);
+    let cached = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            hub.flush().await;
+            let (_, body) = curl(&[&format!("{}/stall/json?poll=1&since=all", b.http())]);
+            let ms = lines(&body);
+            if ms
+                .last()
+                .is_some_and(|m| m["message"].as_str().unwrap_or("").starts_with(&last))
+            {
+                return ms.len();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the carrier never reached the last publication");
+    let lost = N - cached;
+    assert!(lost > 0, "the carrier lost nothing: publish more");
+    let (_, m) = curl(&[&format!("{}/metrics", b.http())]);
+    let m = String::from_utf8(m).unwrap();
+    assert!(
+        m.contains(&format!("rdv_bridge_mqtt_to_ntfy_lost_total {lost}")),
+        "{lost} lost; {m}"
+    );
+}

@@ -416,3 +416,58 @@ async fn random_steps_deliver_exactly_what_the_model_says() {
         settle(&b, "all gone", |g| g.filters == 1 && g.log_bytes == 0).await;
     }
 }
+
+/// A subscriber further behind than its filter's log holds loses the oldest
+/// publications (the documented `mqtt.filter_log_bytes` bound), in order and
+/// without duplicates, and the router counts each one it lost
+/// (`rdv_bridge_mqtt_lagged_total`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_behind_the_log_loses_the_oldest_and_each_is_counted() {
+    const N: usize = 6000;
+    let b = bridge(|c| {
+        c.limits.message_size_limit = 4096;
+        c.mqtt.filter_log_bytes = 64 * 1024;
+        // The bridge's own carrier reads only `ntfy/#`: the count is the
+        // slow subscriber's alone.
+        c.mqtt.prefix = "ntfy/".into();
+    })
+    .await;
+    let mut fast = client(&b, "behind-fast").await;
+    let mut slow = client(&b, "behind-slow").await;
+    fast.subscribe(&["behind/t"]).await;
+    slow.subscribe(&["behind/t"]).await;
+    let body = |i: usize| {
+        let mut p = format!("{i:06}").into_bytes();
+        p.resize(2048, b'.');
+        p
+    };
+    // 12 MB through a 64 KiB log, more than the slow client's socket
+    // buffers take in.
+    for i in 0..N {
+        fast.client
+            .publish("behind/t", QoS::AtMostOnce, false, body(i))
+            .await
+            .unwrap();
+        let (_, p) = fast.next().await;
+        assert_eq!(&p[..6], format!("{i:06}").as_bytes());
+    }
+    let mut got = Vec::new();
+    loop {
+        let (_, p) = slow.next().await;
+        let i: usize = std::str::from_utf8(&p[..6]).unwrap().parse().unwrap();
+        got.push(i);
+        if i == N - 1 {
+            break;
+        }
+    }
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "in order, once each");
+    let lost = (N - got.len()) as u64;
+    assert!(lost > 0, "the slow client lost nothing: publish more");
+    settle(&b, "every lost publication counted", |g| g.lagged == lost).await;
+    let (_, m) = curl(&[&format!("{}/metrics", b.http())]);
+    let m = String::from_utf8(m).unwrap();
+    assert!(
+        m.contains(&format!("rdv_bridge_mqtt_lagged_total {lost}")),
+        "{m}"
+    );
+}

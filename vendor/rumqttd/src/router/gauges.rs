@@ -18,6 +18,7 @@ pub struct RouterGauges {
     retained_bytes: AtomicU64,
     retained_refused: AtomicU64,
     saved_sessions: AtomicU64,
+    lagged: AtomicU64,
 }
 
 /// One reading of [`RouterGauges`].
@@ -39,6 +40,9 @@ pub struct GaugeReading {
     pub retained_refused: u64,
     /// Persistent sessions kept for clients that are away.
     pub saved_sessions: u64,
+    /// Publications that subscribers missed because they fell further
+    /// behind than a filter's log holds (cumulative).
+    pub lagged: u64,
 }
 
 impl RouterGauges {
@@ -52,6 +56,7 @@ impl RouterGauges {
             retained_bytes: self.retained_bytes.load(Relaxed),
             retained_refused: self.retained_refused.load(Relaxed),
             saved_sessions: self.saved_sessions.load(Relaxed),
+            lagged: self.lagged.load(Relaxed),
         }
     }
 
@@ -64,5 +69,6 @@ impl RouterGauges {
         self.retained_bytes.store(r.retained_bytes, Relaxed);
         self.retained_refused.store(r.retained_refused, Relaxed);
         self.saved_sessions.store(r.saved_sessions, Relaxed);
+        self.lagged.store(r.lagged, Relaxed);
     }
 }

@@ -77,6 +77,8 @@ pub struct DataLog {
     retained_bytes: u64,
     /// rdv patch: retained publications not kept for `max_retained_bytes`.
     retained_refused: u64,
+    /// rdv patch: publications readers skipped for falling behind the log.
+    pub(crate) lagged: u64,
 }
 
 impl DataLog {
@@ -106,6 +108,7 @@ impl DataLog {
             log_bytes: 0,
             retained_bytes: 0,
             retained_refused: 0,
+            lagged: 0,
         })
     }
 
@@ -118,6 +121,7 @@ impl DataLog {
             retained: self.retained_publishes.len() as u64,
             retained_bytes: self.retained_bytes,
             retained_refused: self.retained_refused,
+            lagged: self.lagged,
             ..Default::default()
         }
     }

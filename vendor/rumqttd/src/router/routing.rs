@@ -1577,6 +1577,9 @@ fn forward_device_data(
 
         let alert = alert::cursorjump(&outgoing.client_id, &request.filter, 0);
         alertlog.log(alert);
+        // rdv patch (PATCHES.md, "Memory the router gives back"): offsets
+        // are continuous, so the jump is the number of publications missed.
+        datalog.lagged += start.1.saturating_sub(request.cursor.1);
     }
 
     trace!(
