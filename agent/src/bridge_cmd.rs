@@ -11,6 +11,7 @@ use rdv_bridge_client::{
 };
 
 use crate::error::{Error, Result};
+use crate::terminal::write_line;
 
 #[derive(Debug, Subcommand)]
 pub enum BridgeCommand {
@@ -67,23 +68,6 @@ fn is_mqtt(url: &str) -> bool {
     url.starts_with("mqtt://") || url.starts_with("tcp://")
 }
 
-/// JSON with every non-ASCII or control character escaped, so text someone
-/// else published cannot repaint the terminal (SPEC §5.6).
-fn ascii_json(v: &serde_json::Value) -> String {
-    let mut out = String::new();
-    for c in v.to_string().chars() {
-        if c.is_ascii() && !c.is_ascii_control() {
-            out.push(c);
-        } else {
-            let mut buf = [0u16; 2];
-            for u in c.encode_utf16(&mut buf) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-    out
-}
-
 fn read_body(message: &str, stdin: &mut impl Read) -> Result<Vec<u8>> {
     if message != "-" {
         return Ok(message.as_bytes().to_vec());
@@ -129,7 +113,7 @@ pub fn run_with(cmd: &BridgeCommand, stdin: &mut impl Read, out: &mut impl Write
                 return Err(Error::Input("--retain is for mqtt:// URLs".into()));
             }
             let m = client(url, token)?.publish(topic, &body).map_err(carrier)?;
-            writeln!(out, "{}", ascii_json(&serde_json::json!(m)))?;
+            write_line(out, &m)?;
         }
         BridgeCommand::Sub {
             url,
@@ -162,9 +146,7 @@ pub fn run_with(cmd: &BridgeCommand, stdin: &mut impl Read, out: &mut impl Write
                 .map_err(carrier)?;
                 for (n, p) in (1..).zip(sub) {
                     let p = p.map_err(carrier)?;
-                    let v = p.to_json();
-                    writeln!(out, "{}", ascii_json(&v))?;
-                    out.flush()?;
+                    write_line(out, &p.to_json())?;
                     if n >= limit {
                         break;
                     }
@@ -184,14 +166,13 @@ pub fn run_with(cmd: &BridgeCommand, stdin: &mut impl Read, out: &mut impl Write
                     .iter()
                     .take(usize::try_from(limit).unwrap_or(usize::MAX))
                 {
-                    writeln!(out, "{}", ascii_json(&serde_json::json!(m)))?;
+                    write_line(out, m)?;
                 }
                 return Ok(());
             }
             for (n, m) in (1..).zip(c.subscribe(&list, &since).map_err(carrier)?) {
                 let m = m.map_err(carrier)?;
-                writeln!(out, "{}", ascii_json(&serde_json::json!(m)))?;
-                out.flush()?;
+                write_line(out, &m)?;
                 if n >= limit {
                     break;
                 }
@@ -221,14 +202,6 @@ mod tests {
         assert_eq!(read_body("text", &mut none).ok(), Some(b"text".to_vec()));
         let big = vec![b'x'; DEFAULT_MAX_BODY + 1];
         assert!(read_body("-", &mut &big[..]).is_err());
-    }
-
-    #[test]
-    fn output_is_ascii() {
-        let s = ascii_json(&serde_json::json!({"m": "caf\u{e9}\u{1b}[2J"}));
-        assert!(s.is_ascii());
-        assert!(!s.contains('\u{1b}'));
-        assert!(s.contains("\\u00e9"));
     }
 
     #[test]

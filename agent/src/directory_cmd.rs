@@ -11,6 +11,7 @@ use rdv_proto::doc::card::Card;
 use rdv_proto::{Address, AgentKey};
 
 use crate::error::{Error, Result};
+use crate::terminal::ascii_json;
 
 #[derive(Debug, Subcommand)]
 pub enum DirectoryCommand {
@@ -61,24 +62,6 @@ fn read_seed(path: &PathBuf) -> Result<AgentKey> {
     let text = std::fs::read_to_string(path)?;
     let seed = rdv_proto::encoding::hex_array::<32>("seed", text.trim())?;
     Ok(AgentKey::from_seed(seed))
-}
-
-/// JSON with every non-ASCII character escaped, so peer-written text cannot
-/// repaint the terminal (§5.6).
-fn ascii_json(v: &serde_json::Value) -> String {
-    let s = v.to_string();
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_ascii() && !c.is_ascii_control() {
-            out.push(c);
-        } else {
-            let mut buf = [0u16; 2];
-            for u in c.encode_utf16(&mut buf) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-    out
 }
 
 /// Runs one command, writing what it found to `out`.
@@ -154,13 +137,8 @@ pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
                     )?;
                 }
                 for c in f.cards {
-                    writeln!(
-                        out,
-                        "{}: {} {}",
-                        f.address.canon(),
-                        c.card.id,
-                        ascii_json(&c.card.doc)
-                    )?;
+                    let doc = ascii_json(&c.card.doc).map_err(|e| Error::Input(e.to_string()))?;
+                    writeln!(out, "{}: {} {doc}", f.address.canon(), c.card.id)?;
                 }
                 for e in f.refused {
                     writeln!(out, "{}: refused a listing: {e}", f.address.canon())?;

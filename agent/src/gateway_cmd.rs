@@ -18,10 +18,10 @@ use rdv_proto::encoding::base32;
 use rdv_proto::mailblock::{BlockPayload, Invite, ProbeEcho, parse_payload};
 use rdv_proto::time::Instant;
 use rdv_proto::{Address, AddressKind, AgentKey};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::terminal::{printable, write_line as line};
 
 /// The default greeting of a probe (display-only text for the other side).
 const DEFAULT_GREETING: &str = "My agent would like to connect with yours.";
@@ -198,43 +198,6 @@ fn gw_err(e: rdv_gateway_client::Error) -> Error {
         G::Proto(p) => Error::Proto(p),
         other => Error::Carrier(format!("gateway: {}", printable(&other.to_string()))),
     }
-}
-
-/// Text from the network with control and non-ASCII characters escaped,
-/// so it cannot repaint the terminal (§5.6).
-fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_ascii() && !c.is_ascii_control() {
-                vec![c]
-            } else {
-                c.escape_unicode().collect()
-            }
-        })
-        .collect()
-}
-
-/// JSON with every non-ASCII or control character escaped (§5.6).
-fn ascii_json(v: &impl Serialize) -> Result<String> {
-    let s = serde_json::to_string(v).map_err(|e| Error::Input(e.to_string()))?;
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_ascii() && !c.is_ascii_control() {
-            out.push(c);
-        } else {
-            let mut buf = [0u16; 2];
-            for u in c.encode_utf16(&mut buf) {
-                out.push_str(&format!("\\u{u:04x}"));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn line(out: &mut impl Write, v: &impl Serialize) -> Result<()> {
-    writeln!(out, "{}", ascii_json(v)?)?;
-    out.flush()?;
-    Ok(())
 }
 
 fn read_seed(path: &PathBuf) -> Result<AgentKey> {
@@ -523,6 +486,7 @@ pub fn run_with(args: &GatewayArgs, stdin: &mut impl Read, out: &mut impl Write)
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::terminal::ascii_json;
 
     #[test]
     fn refusals_name_the_code_and_cannot_repaint_the_terminal() {
@@ -574,14 +538,6 @@ mod tests {
         assert_eq!(notice(&item(probe)), None);
         let back: Value = serde_json::from_str(&ascii_json(&item(fwd.clone())).unwrap()).unwrap();
         assert_eq!(back, fwd);
-    }
-
-    #[test]
-    fn output_is_ascii_json() {
-        let v = json!({"greeting": "héllo\u{1b}[2J", "n": 1});
-        let s = ascii_json(&v).unwrap();
-        assert!(s.is_ascii() && !s.chars().any(|c| c.is_control()), "{s}");
-        assert_eq!(serde_json::from_str::<Value>(&s).unwrap(), v);
     }
 
     #[test]

@@ -10,5 +10,6 @@ pub mod conformance;
 pub mod directory_cmd;
 pub mod error;
 pub mod gateway_cmd;
+pub mod terminal;
 
 pub use error::{Error, Result};
