@@ -153,6 +153,9 @@ pub struct HubOptions {
     pub write_timeout: Duration,
     /// Bytes queued for the cache before publishers wait.
     pub queue_bytes: usize,
+    /// Messages queued for the cache before publishers wait
+    /// (`WRITE_QUEUE`).
+    pub queue_messages: usize,
 }
 
 impl Hub {
@@ -161,7 +164,7 @@ impl Hub {
         let (shutdown, _) = watch::channel(false);
         let store = if opts.cache_secs > 0 { store } else { None };
         let writer = store.clone().map(|st| {
-            let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+            let (tx, rx) = mpsc::channel(opts.queue_messages.max(1));
             let pending = Pending::default();
             let budget = Arc::new(Budget::new(opts.queue_bytes));
             tokio::spawn(write_loop(st, pending.clone(), budget.clone(), rx));
@@ -226,20 +229,22 @@ impl Hub {
         }
         let m = Arc::new(m);
         if let (true, Some(w)) = (cached, &self.writer) {
-            // Room in the queue's bytes first: a cache that falls behind
-            // slows publishers instead of growing without bound.
-            match w.budget.permits.acquire_many(w.budget.cost(&m)).await {
-                Ok(p) => p.forget(),
-                Err(_) => return Err(Error::CacheClosed),
-            }
+            // Room in the queue's bytes, then a place in it, both before
+            // anything changes: a publish dropped while it waits (a client
+            // that hung up) leaves no trace and holds no room.
+            let room = w
+                .budget
+                .permits
+                .acquire_many(w.budget.cost(&m))
+                .await
+                .map_err(|_| Error::CacheClosed)?;
+            let slot = w.tx.reserve().await.map_err(|_| Error::CacheClosed)?;
+            // Given back by the writer once the message is committed.
+            room.forget();
             // Into `pending` before any subscriber can see it live: a
             // catch-up that starts now finds it there or in the cache.
             lock(&w.pending).insert(key, m.clone());
-            if w.tx.send(WriterCmd::Write(m.clone())).await.is_err() {
-                lock(&w.pending).remove(&key);
-                w.budget.permits.add_permits(w.budget.cost(&m) as usize);
-                return Err(Error::CacheClosed);
-            }
+            slot.send(WriterCmd::Write(m.clone()));
         }
         *last = key;
         let _ = self.live.send(m.clone());

@@ -80,6 +80,7 @@ pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Running> {
             keepalive: Duration::from_secs(cfg.http.keepalive_secs.max(1)),
             write_timeout: Duration::from_secs(cfg.limits.subscriber_write_timeout_secs.max(1)),
             queue_bytes: cfg.cache.queue_bytes,
+            queue_messages: crate::hub::WRITE_QUEUE,
         },
         clock.clone(),
     );

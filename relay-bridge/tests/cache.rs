@@ -564,3 +564,76 @@ async fn a_stalled_cache_loses_counted_publications_to_ntfy() {
         "{lost} lost; {m}"
     );
 }
+
+/// A publish dropped while it waits for the cache's queue (its client hung
+/// up) leaves nothing behind: no message pending that was never delivered,
+/// no room held. Everything published before it is committed once the
+/// cache is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_given_up_while_the_queue_is_full_leaves_nothing() {
+    use rdv_relay_bridge::hub::{Draft, Hub, HubOptions, Origin};
+    let db = Db::new(Backend::Sqlite).await;
+    let store = Store::open(&db.url).await.unwrap();
+    let hub = Hub::new(
+        Some(store.clone()),
+        HubOptions {
+            cache_secs: 3600,
+            broadcast_capacity: 16,
+            keepalive: std::time::Duration::from_secs(45),
+            write_timeout: std::time::Duration::from_secs(10),
+            queue_bytes: 1 << 20,
+            queue_messages: 2,
+        },
+        std::sync::Arc::new(SystemClock),
+    );
+    let draft = |i: usize| Draft {
+        topic: "giveup".into(),
+        body: bytes::Bytes::from(format!("m{i}")),
+        cache: true,
+        ..Default::default()
+    };
+    let lock = WriteLock::take(Backend::Sqlite, &db.url).await;
+    // The writer takes what is queued and stops at the held lock.
+    let flush = tokio::spawn({
+        let hub = hub.clone();
+        async move { hub.flush().await }
+    });
+    // Publish until the queue is full and one has to wait.
+    let mut sent = 0;
+    let mut queued = 0;
+    let waiting = loop {
+        assert!(sent < 100, "the queue never filled");
+        let mut p = Box::pin(hub.publish(draft(sent), Origin::Http));
+        match futures_util::poll!(p.as_mut()) {
+            std::task::Poll::Ready(r) => {
+                r.unwrap();
+                sent += 1;
+                queued = hub.queued_bytes();
+            }
+            std::task::Poll::Pending => break p,
+        }
+    };
+    let pending = hub.pending_writes();
+    assert_eq!(pending, sent);
+    drop(waiting);
+    assert_eq!(
+        hub.pending_writes(),
+        pending,
+        "the dropped publish is not pending"
+    );
+    assert_eq!(
+        hub.queued_bytes(),
+        queued,
+        "the dropped publish holds no room"
+    );
+    lock.release().await;
+    flush.await.unwrap();
+    hub.flush().await;
+    assert_eq!(hub.queued_bytes(), 0, "all room given back");
+    let t = vec!["giveup".to_string()];
+    let cached = store
+        .query(&t, &Since::All, SystemClock.now_secs())
+        .await
+        .unwrap();
+    assert_eq!(cached.len(), sent);
+}

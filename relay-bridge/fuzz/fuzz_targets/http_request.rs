@@ -111,6 +111,7 @@ fn ctx() -> &'static Ctx {
                 keepalive: Duration::from_secs(1),
                 write_timeout: Duration::from_secs(1),
                 queue_bytes: 1 << 20,
+                queue_messages: 1024,
             };
             let open = Auth::new(&AuthConfig::default());
             let read_only = Auth::new(&AuthConfig {
