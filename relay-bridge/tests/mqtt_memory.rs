@@ -471,3 +471,155 @@ async fn a_subscriber_behind_the_log_loses_the_oldest_and_each_is_counted() {
         "{m}"
     );
 }
+
+/// Raw MQTT 3.1.1 frames, so that a PUBLISH and an UNSUBSCRIBE reach the
+/// broker in one write (one batch for its router).
+mod raw {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::WAIT;
+
+    fn string(s: &str) -> Vec<u8> {
+        let mut v = u16::try_from(s.len()).unwrap().to_be_bytes().to_vec();
+        v.extend_from_slice(s.as_bytes());
+        v
+    }
+
+    fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut f = vec![kind];
+        let mut n = body.len();
+        loop {
+            let mut b = (n % 128) as u8;
+            n /= 128;
+            if n > 0 {
+                b |= 0x80;
+            }
+            f.push(b);
+            if n == 0 {
+                break;
+            }
+        }
+        f.extend_from_slice(body);
+        f
+    }
+
+    pub fn connect(id: &str) -> Vec<u8> {
+        let mut b = string("MQTT");
+        b.extend_from_slice(&[4, 2, 0, 60]);
+        b.extend(string(id));
+        frame(0x10, &b)
+    }
+
+    pub fn subscribe(pkid: u16, topic: &str) -> Vec<u8> {
+        let mut b = pkid.to_be_bytes().to_vec();
+        b.extend(string(topic));
+        b.push(0);
+        frame(0x82, &b)
+    }
+
+    pub fn unsubscribe(pkid: u16, topic: &str) -> Vec<u8> {
+        let mut b = pkid.to_be_bytes().to_vec();
+        b.extend(string(topic));
+        frame(0xa2, &b)
+    }
+
+    pub fn publish(topic: &str, payload: &[u8]) -> Vec<u8> {
+        let mut b = string(topic);
+        b.extend_from_slice(payload);
+        frame(0x30, &b)
+    }
+
+    /// One packet: its type nibble and body.
+    pub async fn read(s: &mut TcpStream) -> (u8, Vec<u8>) {
+        tokio::time::timeout(WAIT, async {
+            let kind = s.read_u8().await.unwrap();
+            let (mut len, mut shift) = (0usize, 0);
+            loop {
+                let b = s.read_u8().await.unwrap();
+                len |= usize::from(b & 0x7f) << shift;
+                shift += 7;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            let mut body = vec![0; len];
+            s.read_exact(&mut body).await.unwrap();
+            (kind >> 4, body)
+        })
+        .await
+        .expect("no packet from the broker")
+    }
+
+    /// The topic of a PUBLISH body.
+    pub fn topic(body: &[u8]) -> String {
+        let n = usize::from(u16::from_be_bytes([body[0], body[1]]));
+        String::from_utf8(body[2..2 + n].to_vec()).unwrap()
+    }
+
+    pub async fn send(s: &mut TcpStream, bytes: &[u8]) {
+        s.write_all(bytes).await.unwrap();
+    }
+}
+
+/// A client that publishes on a topic and unsubscribes from it in one batch
+/// gets nothing more from it: the request its own publication woke is
+/// dropped with the subscription. Upstream re-tracked it: the client kept
+/// receiving, and once the last other subscriber left (the log released),
+/// the router panicked on the dropped log's index and the broker stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_and_unsubscribe_in_one_batch_leave_no_request_behind() {
+    let b = bridge(|_| {}).await;
+    let mut other = client(&b, "batch-other").await;
+    other.subscribe(&["batch/x"]).await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", b.mqtt_port()))
+        .await
+        .unwrap();
+    s.set_nodelay(true).unwrap();
+    raw::send(&mut s, &raw::connect("batch-raw")).await;
+    assert_eq!(raw::read(&mut s).await.0, 2, "CONNACK");
+    let mut subs = raw::subscribe(1, "batch/x");
+    subs.extend(raw::subscribe(2, "batch/sync"));
+    raw::send(&mut s, &subs).await;
+    // Both SUBACKs (type 9).
+    let mut acks = 0;
+    while acks < 2 {
+        if raw::read(&mut s).await.0 == 9 {
+            acks += 1;
+        }
+    }
+    // One write: the publication wakes this client's own request, then the
+    // UNSUBSCRIBE ends it.
+    let mut batch = raw::publish("batch/x", b"mine");
+    batch.extend(raw::unsubscribe(3, "batch/x"));
+    raw::send(&mut s, &batch).await;
+    loop {
+        let (kind, _) = raw::read(&mut s).await;
+        if kind == 11 {
+            break; // UNSUBACK
+        }
+    }
+    // After the UNSUBACK, nothing on batch/x may arrive before the marker.
+    other.publish("batch/x", b"after").await.unwrap();
+    other.publish("batch/sync", b"marker").await.unwrap();
+    loop {
+        let (kind, body) = raw::read(&mut s).await;
+        if kind == 3 {
+            let t = raw::topic(&body);
+            assert_ne!(t, "batch/x", "received after UNSUBACK");
+            if t == "batch/sync" {
+                break;
+            }
+        }
+    }
+    // The last other subscriber leaves: the log goes. The broker still
+    // serves this client.
+    other.unsubscribe("batch/x").await;
+    other.publish("batch/sync", b"still").await.unwrap();
+    loop {
+        let (kind, body) = raw::read(&mut s).await;
+        if kind == 3 && raw::topic(&body) == "batch/sync" && body.ends_with(b"still") {
+            break;
+        }
+    }
+}

@@ -805,6 +805,14 @@ impl Router {
                             let ackslog = self.ackslog.get_mut(id).unwrap();
                             ackslog.unsuback(unsuback);
                             self.scheduler.untrack(id, filter);
+                            // rdv patch (PATCHES.md, "Memory the router gives
+                            // back"): a request woken by a publication earlier
+                            // in this batch waits in `notifications` and would
+                            // be tracked again after this UNSUBSCRIBE: the
+                            // client kept receiving, and once the log was
+                            // released the router panicked on its index.
+                            self.notifications
+                                .retain(|(c, r)| !(*c == id && r.filter == *filter));
                             let path = extract_group(filter)
                                 .map_or_else(|| filter.clone(), |(_, p)| p);
                             self.datalog.remove_waiters_for_id(id, &path, filter);
