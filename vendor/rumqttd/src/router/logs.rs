@@ -126,6 +126,14 @@ impl DataLog {
         }
     }
 
+    /// rdv patch: whether `idx` is still the log of `filter` (no
+    /// `$share/group/`). A request that outlived its log would otherwise
+    /// panic the router (no log at `idx`) or, once the slab gave `idx` to
+    /// another filter, read that filter's publications.
+    pub fn is_log_of(&self, idx: FilterIdx, filter: &str) -> bool {
+        self.native.get(idx).is_some_and(|d| d.filter == filter)
+    }
+
     /// rdv patch: one more subscription reads the log at `idx`.
     pub fn hold(&mut self, idx: FilterIdx) {
         if let Some(data) = self.native.get_mut(idx) {

@@ -1149,6 +1149,7 @@ impl Router {
                 ConsumeStatus::SkipRequest => {
                     skipped_requests.push_back(request);
                 }
+                ConsumeStatus::Gone => {}
             }
         }
 
@@ -1470,6 +1471,8 @@ enum ConsumeStatus {
     /// Use to indicate we want to skip the datareqest
     /// for shared subscriptions
     SkipRequest,
+    /// rdv patch: the request's log is gone; the request is dropped.
+    Gone,
 }
 
 /// Sweep datalog from offset in DataRequest and updates DataRequest
@@ -1488,6 +1491,20 @@ fn forward_device_data(
 ) -> ConsumeStatus {
     let span = tracing::info_span!("outgoing_publish", client_id = outgoing.client_id);
     let _guard = span.enter();
+
+    // rdv patch (PATCHES.md, "Memory the router gives back"): logs are
+    // released, so a request that outlived its log (a bug, as the one
+    // UNSUBSCRIBE had) is dropped here instead of panicking the router or
+    // reading another filter's log.
+    let path = request
+        .filter
+        .strip_prefix("$share/")
+        .and_then(|s| s.split_once('/'))
+        .map_or(request.filter.as_str(), |(_, p)| p);
+    if !datalog.is_log_of(request.filter_idx, path) {
+        error!(filter = request.filter, "request for a released log dropped");
+        return ConsumeStatus::Gone;
+    }
 
     if let Some(ref shared_group) = shared_group {
         // update the request cursor to use shared cursor
