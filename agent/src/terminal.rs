@@ -8,27 +8,12 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// Every character that is not printable ASCII, as `\uXXXX` (UTF-16 units).
-fn escape_into(out: &mut String, c: char) {
-    let mut buf = [0u16; 2];
-    for u in c.encode_utf16(&mut buf) {
-        out.push_str(&format!("\\u{u:04x}"));
-    }
-}
-
 /// `v` as one line of JSON with every non-ASCII or control character
 /// escaped; it parses back to `v`.
 pub fn ascii_json(v: &impl Serialize) -> serde_json::Result<String> {
-    let s = serde_json::to_string(v)?;
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_ascii() && !c.is_ascii_control() {
-            out.push(c);
-        } else {
-            escape_into(&mut out, c);
-        }
-    }
-    Ok(out)
+    // Outside strings JSON is printable ASCII already; inside them a
+    // `\uXXXX` escape is the same text.
+    serde_json::to_string(v).map(|s| printable(&s))
 }
 
 /// Writes `v` as one `ascii_json` line and flushes it, so a reader piping
@@ -48,7 +33,11 @@ pub fn printable(s: &str) -> String {
         if c.is_ascii() && !c.is_ascii_control() {
             out.push(c);
         } else {
-            escape_into(&mut out, c);
+            // As `\uXXXX` (UTF-16 units), which JSON reads back.
+            let mut buf = [0u16; 2];
+            for u in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
         }
     }
     out
