@@ -118,7 +118,8 @@ pub struct CacheConfig {
     pub shared: bool,
     /// Bytes of messages delivered but not yet written to the cache before
     /// publishers wait for it (bounds memory when the disk or database
-    /// falls behind).
+    /// falls behind); at least `limits.message_size_limit`, at most 4 GiB
+    /// counted.
     pub queue_bytes: usize,
 }
 
@@ -286,6 +287,12 @@ impl Config {
                 "limits.mqtt_connections_per_visitor must be at least 1".into(),
             ));
         }
+        if self.cache.queue_bytes < self.limits.message_size_limit {
+            return Err(Error::Config(format!(
+                "cache.queue_bytes must hold at least one largest message ({} bytes)",
+                self.limits.message_size_limit
+            )));
+        }
         if self.limits.broadcast_capacity == 0 {
             return Err(Error::Config(
                 "limits.broadcast_capacity must be positive".into(),
@@ -341,6 +348,10 @@ mod tests {
         assert!(c.cache.shared);
         assert!(!Config::default().cache.shared);
         assert!(Config::from_toml("[mqtt]\nmode = \"external\"\n").is_err());
+        // The cache queue holds at least one largest message.
+        assert!(Config::from_toml("[cache]\nqueue_bytes = 0\n").is_err());
+        assert!(Config::from_toml("[cache]\nqueue_bytes = 65535\n").is_err());
+        assert!(Config::from_toml("[cache]\nqueue_bytes = 65536\n").is_ok());
     }
 
     #[test]

@@ -457,7 +457,11 @@ async fn shutdown_flushes_the_write_queue() {
 /// committed and given the room back.
 async fn the_write_queue_is_bounded_in_bytes(backend: Backend) {
     use rdv_relay_bridge::hub::{Draft, Origin};
-    let b = Bridge::start(backend, |c| c.cache.queue_bytes = 10_000).await;
+    let b = Bridge::start(backend, |c| {
+        c.limits.message_size_limit = 4096;
+        c.cache.queue_bytes = 10_000;
+    })
+    .await;
     let hub = b.running.as_ref().unwrap().hub.clone();
     let draft = |i: usize| Draft {
         topic: "qbytes".into(),
