@@ -81,6 +81,19 @@ impl Seen {
     fn done(&self) -> bool {
         self.received as usize == self.seen.len()
     }
+    /// What several receivers saw together (deliveries, not messages).
+    fn merge(mut self, other: Seen) -> Seen {
+        self.received += other.received;
+        self.dups += other.dups;
+        self.bytes += other.bytes;
+        self.lat_us.extend(other.lat_us);
+        self.first_us = match (self.first_us, other.first_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_us = self.last_us.max(other.last_us);
+        self
+    }
 }
 
 struct Row {
@@ -299,6 +312,7 @@ async fn mqtt_publisher(
     start
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn mqtt_to_mqtt(
     scenario: &str,
     target: &str,
@@ -307,13 +321,20 @@ async fn mqtt_to_mqtt(
     size: usize,
     n: u64,
     rate: Option<u64>,
+    subscribers: usize,
 ) -> Row {
     let topic = format!("bench{}", now_us());
     let stop = Arc::new(Mutex::new(None));
-    let sub = mqtt_subscriber(port, &topic, qos, n, stop.clone()).await;
+    let mut subs = Vec::new();
+    for _ in 0..subscribers.max(1) {
+        subs.push(mqtt_subscriber(port, &topic, qos, n, stop.clone()).await);
+    }
     let start_us = mqtt_publisher(port, &topic, qos, size, n, rate).await;
     *stop.lock().unwrap() = Some(Instant::now());
-    let seen = sub.await.unwrap();
+    let mut seen = Seen::default();
+    for sub in subs {
+        seen = seen.merge(sub.await.unwrap());
+    }
     Row {
         scenario: scenario.into(),
         target: target.into(),
@@ -711,8 +732,8 @@ fn main() {
                         // into a fresh process and a fresh cache file pay
                         // for growing them (page faults, file extension),
                         // which a long-running server has long paid.
-                        mqtt_to_mqtt(&label, name, port, qos, size, n, None).await;
-                        let run = mqtt_to_mqtt(&label, name, port, qos, size, n, None);
+                        mqtt_to_mqtt(&label, name, port, qos, size, n, None, 1).await;
+                        let run = mqtt_to_mqtt(&label, name, port, qos, size, n, None, 1);
                         measured(&[pid], run).await.print();
                         if pid == bpid {
                             to_bridge += 2 * n;
@@ -723,11 +744,24 @@ fn main() {
             for (name, port, pid) in targets {
                 let label = format!("MQTT→MQTT 1000/s, QoS {qn}, 256 B");
                 if wanted(&label) {
-                    let run = mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000));
+                    let run = mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000), 1);
                     measured(&[pid], run).await.print();
                     if pid == bpid {
                         to_bridge += n_rate;
                     }
+                }
+            }
+        }
+        // Fan-out: one publisher, four subscribers. The cache is paid per
+        // publication, delivery per subscriber (msg/s counts deliveries).
+        for (name, port, pid) in targets {
+            let label = "MQTT→MQTT max rate, QoS 0, 32 KB, 4 subscribers (deliveries)";
+            if wanted(label) {
+                mqtt_to_mqtt(label, name, port, QoS::AtMostOnce, 32 * 1024, n_big, None, 4).await;
+                let run = mqtt_to_mqtt(label, name, port, QoS::AtMostOnce, 32 * 1024, n_big, None, 4);
+                measured(&[pid], run).await.print();
+                if pid == bpid {
+                    to_bridge += 2 * n_big;
                 }
             }
         }
