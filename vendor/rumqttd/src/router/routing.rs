@@ -162,8 +162,7 @@ impl Router {
         if self.subscription_map.get(path).is_some_and(|s| s.is_empty()) {
             self.subscription_map.remove(path);
         }
-        let filter = extract_group(path).map_or_else(|| path.to_owned(), |(_, p)| p);
-        if let Some(idx) = self.datalog.release(&filter) {
+        if let Some(idx) = self.datalog.release(log_filter(path)) {
             self.notifications.retain(|(_, r)| r.filter_idx != idx);
         }
     }
@@ -813,9 +812,8 @@ impl Router {
                             // released the router panicked on its index.
                             self.notifications
                                 .retain(|(c, r)| !(*c == id && r.filter == *filter));
-                            let path = extract_group(filter)
-                                .map_or_else(|| filter.clone(), |(_, p)| p);
-                            self.datalog.remove_waiters_for_id(id, &path, filter);
+                            self.datalog
+                                .remove_waiters_for_id(id, log_filter(filter), filter);
                             ended.push(filter);
                             force_ack = true;
                         }
@@ -1496,12 +1494,7 @@ fn forward_device_data(
     // released, so a request that outlived its log (a bug, as the one
     // UNSUBSCRIBE had) is dropped here instead of panicking the router or
     // reading another filter's log.
-    let path = request
-        .filter
-        .strip_prefix("$share/")
-        .and_then(|s| s.split_once('/'))
-        .map_or(request.filter.as_str(), |(_, p)| p);
-    if !datalog.is_log_of(request.filter_idx, path) {
+    if !datalog.is_log_of(request.filter_idx, log_filter(&request.filter)) {
         error!(filter = request.filter, "request for a released log dropped");
         return ConsumeStatus::Gone;
     }
@@ -1839,6 +1832,15 @@ fn extract_group(filter: &str) -> Option<(String, String)> {
         s.split_once('/')
             .map(|(group, path)| (group.to_string(), path.to_string()))
     })
+}
+
+/// rdv patch: the filter whose log a subscription reads (`filter` without
+/// its `$share/group/`), without allocating.
+fn log_filter(filter: &str) -> &str {
+    filter
+        .strip_prefix("$share/")
+        .and_then(|s| s.split_once('/'))
+        .map_or(filter, |(_, path)| path)
 }
 // #[cfg(test)]
 // #[allow(non_snake_case)]
