@@ -156,18 +156,11 @@ impl<P: Protocol> Network<P> {
     /// around it, instead of being copied into the write buffer first (that
     /// copy was a tenth of the network thread's time at 32 KB).
     pub async fn writev(&mut self, packets: VecDeque<Packet>) -> Result<(), Error> {
-        if !self.socket.is_write_vectored() {
-            for packet in packets {
-                Protocol::write(&self.protocol, packet, &mut self.write)?;
-            }
-            self.socket.write_all(&self.write).await?;
-            self.write.clear();
-            return Ok(());
-        }
+        let vectored = self.socket.is_write_vectored();
         let mut frames = Frames::default();
         for packet in packets {
             if let Some(payload) = self.protocol.write_head(packet, &mut self.write)? {
-                if payload.len() < IN_PLACE_MIN {
+                if !vectored || payload.len() < IN_PLACE_MIN {
                     self.write.extend_from_slice(&payload);
                 } else {
                     frames.push(self.write.split().freeze());
@@ -175,8 +168,14 @@ impl<P: Protocol> Network<P> {
                 }
             }
         }
-        frames.push(self.write.split().freeze());
-        self.socket.write_all_buf(&mut frames).await?;
+        if frames.remaining() == 0 {
+            // Nothing sent in place: one plain write, as upstream.
+            self.socket.write_all(&self.write).await?;
+            self.write.clear();
+        } else {
+            frames.push(self.write.split().freeze());
+            self.socket.write_all_buf(&mut frames).await?;
+        }
         Ok(())
     }
 }
