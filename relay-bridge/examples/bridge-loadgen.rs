@@ -591,6 +591,24 @@ fn start_mosquitto(bin: &str, dir: &std::path::Path) -> (Proc, u16) {
     (Proc(c), port)
 }
 
+/// The floor relay (examples/mqtt-floor.rs), appending to `append` if
+/// given, with O_DIRECT if `direct`.
+fn start_floor(bin: &PathBuf, append: Option<PathBuf>, direct: bool) -> (Proc, u16) {
+    let mut cmd = Command::new(bin);
+    if let Some(a) = append {
+        cmd.arg("--append").arg(a);
+    }
+    if direct {
+        cmd.arg("--direct");
+    }
+    let mut c = cmd.stdout(Stdio::piped()).spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(c.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    (Proc(c), first.trim().parse().unwrap())
+}
+
 /// The bridge binary with limits opened up for one loopback visitor;
 /// `external` points it at an external broker instead of the embedded one.
 fn start_bridge(
@@ -654,6 +672,7 @@ fn main() {
     let mut only: Option<String> = None;
     let mut big: Option<u64> = None;
     let mut memory_mode = false;
+    let mut floor: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -663,8 +682,9 @@ fn main() {
             "--only" => only = args.next(),
             "--big" => big = args.next().and_then(|n| n.parse().ok()),
             "--memory" => memory_mode = true,
+            "--floor" => floor = args.next().map(PathBuf::from),
             _ => panic!(
-                "usage: loadgen [--bridge PATH] [--mosquitto PATH] [--quick] [--only SUBSTRING] [--big N] [--memory]"
+                "usage: loadgen [--bridge PATH] [--mosquitto PATH] [--floor PATH] [--quick] [--only SUBSTRING] [--big N] [--memory]"
             ),
         }
     }
@@ -710,15 +730,37 @@ fn main() {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let (bpid, mpid) = (b.0.id(), m.0.id());
+    // The floor (examples/mqtt-floor.rs): a one-thread relay, then the same
+    // appending every frame to a file (through the page cache, and with
+    // O_DIRECT), on the MQTT→MQTT max-rate rows.
+    let floors: Vec<(Proc, u16)> = floor
+        .iter()
+        .flat_map(|bin| {
+            [
+                (None, false),
+                (Some(dir.path().join("floor.bin")), false),
+                (Some(dir.path().join("floor-direct.bin")), true),
+            ]
+            .map(|(a, direct)| start_floor(bin, a, direct))
+        })
+        .collect();
     rt.block_on(async {
         let mut to_bridge = 0u64;
-        let targets = [
+        let mut targets = vec![
             ("rdv-relay-bridge", bport, bpid),
             ("mosquitto", mport, mpid),
         ];
+        for ((p, port), name) in floors.iter().zip([
+            "floor: relay",
+            "floor: relay + append",
+            "floor: relay + O_DIRECT append",
+        ]) {
+            targets.push((name, *port, p.0.id()));
+        }
+        let targets = &targets;
         for (qos, qn) in [(QoS::AtMostOnce, 0), (QoS::AtLeastOnce, 1)] {
             for (size, n) in [(256usize, n_small), (32 * 1024, n_big)] {
-                for (name, port, pid) in targets {
+                for &(name, port, pid) in targets {
                     let label = format!(
                         "MQTT→MQTT max rate, QoS {qn}, {}",
                         if size < 1024 {
@@ -741,7 +783,7 @@ fn main() {
                     }
                 }
             }
-            for (name, port, pid) in targets {
+            for &(name, port, pid) in &targets[..2] {
                 let label = format!("MQTT→MQTT 1000/s, QoS {qn}, 256 B");
                 if wanted(&label) {
                     let run = mqtt_to_mqtt(&label, name, port, qos, 256, n_rate, Some(1000), 1);
@@ -754,7 +796,7 @@ fn main() {
         }
         // Fan-out: one publisher, four subscribers. The cache is paid per
         // publication, delivery per subscriber (msg/s counts deliveries).
-        for (name, port, pid) in targets {
+        for &(name, port, pid) in targets {
             let label = "MQTT→MQTT max rate, QoS 0, 32 KB, 4 subscribers (deliveries)";
             if wanted(label) {
                 mqtt_to_mqtt(label, name, port, QoS::AtMostOnce, 32 * 1024, n_big, None, 4).await;
