@@ -250,7 +250,10 @@ impl NtfyClient {
         let r = call(self.auth(self.stream_agent.get(&url)).call())?;
         let mut lines = Lines::new(r.into_reader());
         match lines.next_event()? {
-            Some(m) if m.event == "open" => Ok(Subscription { lines }),
+            Some(m) if m.event == "open" => Ok(Subscription {
+                lines,
+                ended: false,
+            }),
             Some(m) => Err(Error::Malformed(format!(
                 "stream began with {:?}, not open",
                 m.event
@@ -354,9 +357,25 @@ impl Lines {
 }
 
 /// A live subscription: yields `message` events (not `open`/`keepalive`)
-/// until the server closes the stream or an error occurs.
+/// until the server closes the stream or an error occurs. After an error it
+/// ends: what follows a malformed or over-long line is not a line to trust
+/// (the rest of a cut line would read as one). Resume with `since=` the id
+/// of the last message received.
 pub struct Subscription {
     lines: Lines,
+    ended: bool,
+}
+
+impl Subscription {
+    /// Reads an ntfy JSON stream (`/<topics>/json`, one JSON object a line)
+    /// from any reader: a saved answer, a pipe from `curl`. Yields what a
+    /// live subscription yields, with the same bounds.
+    pub fn from_reader(r: impl Read + Send + Sync + 'static) -> Subscription {
+        Subscription {
+            lines: Lines::new(Box::new(r)),
+            ended: false,
+        }
+    }
 }
 
 impl std::fmt::Debug for Subscription {
@@ -368,14 +387,18 @@ impl std::fmt::Debug for Subscription {
 impl Iterator for Subscription {
     type Item = Result<Message>;
     fn next(&mut self) -> Option<Result<Message>> {
-        loop {
+        while !self.ended {
             match self.lines.next_event() {
                 Ok(Some(m)) if m.is_message() => return Some(Ok(m)),
                 Ok(Some(_)) => continue,
-                Ok(None) => return None,
-                Err(e) => return Some(Err(e)),
+                Ok(None) => self.ended = true,
+                Err(e) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
             }
         }
+        None
     }
 }
 
@@ -403,6 +426,41 @@ mod tests {
         assert!("".parse::<Since>().is_err());
         assert!("a&b=c".parse::<Since>().is_err());
         assert!("99999999999999999999d".parse::<Since>().is_err());
+    }
+
+    fn line(id: &str) -> String {
+        format!(
+            "{{\"id\":\"{id}\",\"time\":1,\"event\":\"message\",\"topic\":\"t\",\"message\":\"hi\"}}\n"
+        )
+    }
+
+    #[test]
+    fn a_subscription_ends_at_its_first_error() {
+        // An over-long line, cut at MAX_LINE: its rest is a valid message
+        // line, which must not be delivered as if the server had sent it.
+        let mut cut = vec![b' '; MAX_LINE as usize];
+        cut.extend(line("rest").bytes());
+        cut.extend(line("after").bytes());
+        let got: Vec<_> = Subscription::from_reader(std::io::Cursor::new(cut)).collect();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(matches!(got[0], Err(Error::Malformed(_))));
+
+        let bad = format!("{}{{not json\n{}", line("a"), line("b"));
+        let got: Vec<_> = Subscription::from_reader(std::io::Cursor::new(bad)).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].as_ref().map(|m| m.id.as_str()).ok(), Some("a"));
+        assert!(got[1].is_err());
+    }
+
+    #[test]
+    fn a_stream_read_from_a_reader_skips_other_events() {
+        let open = "{\"id\":\"o\",\"time\":1,\"event\":\"open\",\"topic\":\"t\"}\n";
+        let text = format!("{open}\r\n\n{}  {}", line("a"), line("b").trim_end());
+        let ids: Vec<String> = Subscription::from_reader(std::io::Cursor::new(text))
+            .map(|m| m.map(|m| m.id))
+            .collect::<Result<_>>()
+            .expect("messages");
+        assert_eq!(ids, ["a", "b"]);
     }
 
     #[test]
