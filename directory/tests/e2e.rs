@@ -319,6 +319,9 @@ async fn oversize_and_malformed_bodies_refused(b: Backend) {
         ("POST", "/v1/evaluate".into(), json!({"key_id": key_id, "blinded": vec!["A".repeat(44); 11]}).to_string(), 413, Some("batch_size")),
         ("POST", "/v1/evaluate".into(), json!({"key_id": key_id, "blinded": ["AAAA"]}).to_string(), 400, Some("bad_element")),
         ("POST", "/v1/evaluate".into(), json!({"key_id": key_id, "blinded": [rdv_proto::encoding::base64(&{ let mut x = [0xffu8; 33]; x[0] = 2; x })]}).to_string(), 400, Some("bad_element")),
+        // SEC1's compact form (0x05 ‖ x, here G's x) is not RFC 9497's
+        // DeserializeElement (found by fuzzing, docs/directory.md).
+        ("POST", "/v1/evaluate".into(), json!({"key_id": key_id, "blinded": [rdv_proto::encoding::base64(&{ let mut x = hex::decode("036b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c296").unwrap(); x[0] = 5; x })]}).to_string(), 400, Some("bad_element")),
         ("POST", "/v1/lookup".into(), json!({"key_id": key_id, "buckets": ["zz"]}).to_string(), 400, Some("bad_bucket")),
         ("POST", "/v1/lookup".into(), json!({"key_id": key_id, "buckets": ["abc"]}).to_string(), 400, Some("bad_bucket")),
         ("POST", "/v1/lookup".into(), json!({"key_id": "0".repeat(64), "buckets": ["ab"]}).to_string(), 400, Some("unknown_key")),

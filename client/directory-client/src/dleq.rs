@@ -50,9 +50,10 @@ fn serialize(p: &AffinePoint) -> Result<[u8; ELEMENT_LEN]> {
     Ok(out)
 }
 
-/// DeserializeElement: a compressed point on the curve, not the identity.
+/// DeserializeElement: a compressed point on the curve, not the identity
+/// (not SEC1's compact form, which `from_sec1_bytes` also reads).
 pub(crate) fn deserialize(b: &[u8]) -> Result<AffinePoint> {
-    if b.len() != ELEMENT_LEN {
+    if !crate::oprf::is_compressed(b) {
         return Err(Error::Encoding("blinded element"));
     }
     PublicKey::from_sec1_bytes(b)
@@ -167,7 +168,7 @@ const DIGITS: usize = 257;
 /// first: every digit is 0 or odd in (−2^(W−1), 2^(W−1)), and any two
 /// non-zero digits are at least W positions apart. Variable time: only for
 /// public scalars.
-fn wnaf(s: &Scalar) -> [i8; DIGITS] {
+pub(crate) fn wnaf(s: &Scalar) -> [i8; DIGITS] {
     let be = s.to_repr();
     // Little-endian 64-bit limbs, plus one for the carry.
     let mut x = [0u64; 5];

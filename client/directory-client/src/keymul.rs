@@ -96,7 +96,7 @@ fn double(p: &P, b: &Fe) -> P {
 
 /// `k` as 52 signed digits `dᵢ` in [−16, 16] with `k = Σ dᵢ·32ⁱ`, as
 /// (|dᵢ|, dᵢ < 0). Branch-free: `k` is secret.
-fn recode(k: &Scalar) -> [(u8, Choice); DIGITS] {
+pub(crate) fn recode(k: &Scalar) -> [(u8, Choice); DIGITS] {
     let be = k.to_repr();
     let mut le = [0u8; 33];
     for (i, b) in be.iter().rev().enumerate() {

@@ -17,6 +17,36 @@ pub mod seal;
 pub mod wire;
 
 pub use error::{Error, Result};
+
+/// The hand-written curve arithmetic, exposed to the fuzz targets only
+/// (`cargo fuzz` builds with `--cfg fuzzing`; see
+/// `client/directory-client/fuzz/fuzz_targets/keymul.rs`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    use p256::elliptic_curve::subtle::Choice;
+    use p256::{AffinePoint, ProjectivePoint, Scalar};
+
+    /// [`crate::keymul`]'s batched `k·Cᵢ`, serialized.
+    pub fn mul_serialize(k: &Scalar, points: &[AffinePoint]) -> crate::Result<Vec<[u8; 33]>> {
+        crate::keymul::mul_serialize(k, points)
+    }
+
+    /// [`crate::keymul`]'s signed width-5 digits of `k`, least significant first.
+    pub fn recode(k: &Scalar) -> Vec<(u8, Choice)> {
+        crate::keymul::recode(k).to_vec()
+    }
+
+    /// [`crate::dleq`]'s multi-scalar multiplication `Σ sᵢ·Pᵢ`.
+    pub fn msm(scalars: &[Scalar], points: &[AffinePoint]) -> ProjectivePoint {
+        crate::dleq::msm(scalars, points)
+    }
+
+    /// [`crate::dleq`]'s width-5 NAF of `s`, least significant digit first.
+    pub fn wnaf(s: &Scalar) -> Vec<i8> {
+        crate::dleq::wnaf(s).to_vec()
+    }
+}
 #[cfg(feature = "http")]
 pub use http::DirectoryClient;
 pub use lookup::{Derived, Found, FoundCard};

@@ -22,6 +22,14 @@ pub const OUTPUT_LEN: usize = 32;
 
 type Elem = <NistP256 as Group>::Elem;
 
+/// Whether `b` is in SEC1's compressed form (33 bytes, tag 2 or 3), the
+/// only one RFC 9497 §4.3's DeserializeElement reads. `p256` also reads
+/// the compact form (`0x05 ‖ x`), a second encoding of the same point for
+/// half of all x, so every decoder checks this first.
+pub(crate) fn is_compressed(b: &[u8]) -> bool {
+    b.len() == ELEMENT_LEN && matches!(b[0], 0x02 | 0x03)
+}
+
 /// `id` of a key: lowercase hex SHA-256 of the serialized public key (§4.5).
 pub fn key_id(public_key: &[u8]) -> String {
     hex::encode(Sha256::digest(public_key))
@@ -37,7 +45,7 @@ pub struct PublicKey {
 impl PublicKey {
     /// Decodes a serialized element; the identity and off-curve points are refused.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        if bytes.len() != ELEMENT_LEN {
+        if !is_compressed(bytes) {
             return Err(Error::Encoding("public key"));
         }
         let elem = NistP256::deserialize_elem(bytes).map_err(|_| Error::Encoding("public key"))?;
@@ -152,7 +160,7 @@ impl ServerKey {
 }
 
 fn decode_blinded(b: &[u8]) -> Result<BlindedElement<NistP256>> {
-    if b.len() != ELEMENT_LEN {
+    if !is_compressed(b) {
         return Err(Error::Encoding("blinded element"));
     }
     BlindedElement::<NistP256>::deserialize(b).map_err(|_| Error::Encoding("blinded element"))
@@ -220,7 +228,7 @@ pub fn finalize_batch(
     let messages = evaluated
         .iter()
         .map(|e| {
-            if e.len() != ELEMENT_LEN {
+            if !is_compressed(e) {
                 return Err(Error::Encoding("evaluated element"));
             }
             EvaluationElement::<NistP256>::deserialize(e)
@@ -239,4 +247,58 @@ pub fn finalize_batch(
             Ok(y)
         })
         .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// SEC1's compact form of a compressed element (`0x05 ‖ x`), when it
+    /// names the same point (it does for half of all x).
+    fn compact_alias(compressed: &[u8]) -> Option<Vec<u8>> {
+        let mut c = compressed.to_vec();
+        c[0] = 0x05;
+        let alias = p256::PublicKey::from_sec1_bytes(&c).ok()?;
+        (alias == p256::PublicKey::from_sec1_bytes(compressed).ok()?).then_some(c)
+    }
+
+    /// RFC 9497 §4.3: DeserializeElement is SEC1's compressed form only.
+    /// `p256` also reads the compact form; accepted, a server hashed the
+    /// request's bytes as SerializeElement(C) into its proof, and a client
+    /// took a second encoding of the same key or element (found by the
+    /// `server_answers` fuzz target).
+    #[test]
+    fn only_the_compressed_form_decodes() {
+        let key = ServerKey::from_secret(&[0x11; 32]).unwrap();
+        let alias = (0u8..64)
+            .find_map(|i| compact_alias(&blind_with_scalar(&[i], &[0x21; 32]).unwrap().element))
+            .unwrap();
+        // Server: both evaluations refuse the compact form.
+        let mut rng = rand_core::OsRng;
+        assert!(key.evaluate_batch(&[&alias], &mut rng).is_err());
+        assert!(key.evaluate_batch_reference(&[&alias], &mut rng).is_err());
+        // Client: an honest answer with an element in the compact form.
+        let (b, evaluated, proof, alias) = (0u8..64)
+            .find_map(|i| {
+                let b = blind_with_scalar(&[i], &[0x22; 32]).unwrap();
+                let (e, p) = key.evaluate_batch(&[&b.element], &mut rng).unwrap();
+                compact_alias(&e[0]).map(|a| (b, e, p, a))
+            })
+            .unwrap();
+        let b = std::slice::from_ref(&b);
+        assert!(finalize_batch(b, &[&evaluated[0]], &proof, key.public()).is_ok());
+        assert_eq!(
+            finalize_batch(b, &[&alias], &proof, key.public()),
+            Err(Error::Encoding("evaluated element"))
+        );
+        // A listed public key in the compact form.
+        let pk = (1u8..64)
+            .find_map(|i| {
+                let k = ServerKey::from_secret(&[i; 32]).ok()?;
+                compact_alias(k.public().as_bytes())
+            })
+            .unwrap();
+        assert!(PublicKey::from_bytes(&pk).is_err());
+    }
 }
