@@ -35,6 +35,9 @@
 //! Run with `scripts/fuzz 120 keymul`.
 #![no_main]
 
+mod common;
+
+use common::Mix;
 use libfuzzer_sys::fuzz_target;
 use p256::elliptic_curve::Field;
 use p256::elliptic_curve::hash2curve::{ExpandMsgXmd, GroupDigest};
@@ -42,7 +45,6 @@ use p256::elliptic_curve::ops::Reduce;
 use p256::elliptic_curve::sec1::ToEncodedPoint;
 use p256::elliptic_curve::{Group, PrimeField};
 use p256::{AffinePoint, FieldBytes, NistP256, ProjectivePoint, Scalar, U256};
-use rand_core::{CryptoRng, RngCore};
 use rdv_directory_client::fuzzing::{msm, mul_serialize, recode, wnaf};
 use rdv_directory_client::oprf::ServerKey;
 use sha2::Sha256;
@@ -151,32 +153,6 @@ fn signed(d: i64) -> Scalar {
         -Scalar::from(d.unsigned_abs())
     }
 }
-
-/// SplitMix64 seeded by the input: the same proof randomness for both
-/// evaluations.
-struct Mix(u64);
-
-impl RngCore for Mix {
-    fn next_u32(&mut self) -> u32 {
-        self.next_u64() as u32
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        rand_core::impls::fill_bytes_via_next(self, dest)
-    }
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
-        self.fill_bytes(dest);
-        Ok(())
-    }
-}
-
-impl CryptoRng for Mix {}
 
 fn check_recodings(k: &Scalar) {
     // keymul: 52 signed digits in [−16, 16], base 32.

@@ -1,6 +1,7 @@
-//! Fixtures shared by `listing` and `server_answers`, built once and
-//! deterministic (fixed keys, blinds and randomness), and the `\x01`
-//! expansions that put them one token away from the fuzzer.
+//! Fixtures shared by `listing` and `server_answers` (and `Mix` by
+//! `keymul`), built once and deterministic (fixed keys, blinds and
+//! randomness), and the `\x01` expansions that put them one token away
+//! from the fuzzer.
 #![allow(dead_code)]
 
 use std::sync::LazyLock;
