@@ -102,10 +102,12 @@ fn ours() -> Value {
     ];
     let card = b.sign(&agent).unwrap();
     let mut cases = Vec::new();
+    let mut elements = Vec::new();
     for raw in ["  John@Doe.COM ", "+972-54-000-0000"] {
         let addr = Address::parse(raw).unwrap();
         let input = oprf_input(&addr);
         let bl = oprf::blind_with_scalar(&input, &blind).unwrap();
+        elements.push(bl.element.clone());
         let (ev, proof) = key
             .evaluate_batch(&[bl.element.as_slice()], &mut FixedRng(prs.clone()))
             .unwrap();
@@ -147,7 +149,54 @@ fn ours() -> Value {
         "agent_seed": hex::encode([1u8; 32]),
         "card": card,
         "cases": cases,
+        "invalid_elements": invalid_elements(&elements[0]),
     })
+}
+
+/// Encodings every element decoder must refuse (RFC 9497 §4.3
+/// DeserializeElement: 33-byte compressed SEC1, tag 2 or 3, on the curve,
+/// not the identity), made from a valid element. Several of them `p256`
+/// itself decodes; the directory refused none of the compact ones before
+/// `oprf::is_compressed`.
+fn invalid_elements(valid: &[u8]) -> Value {
+    use p256::elliptic_curve::sec1::ToEncodedPoint;
+    let point = p256::PublicKey::from_sec1_bytes(valid).unwrap();
+    let x = &valid[1..];
+    let with_tag = |t: u8| [&[t][..], x].concat();
+    // The first x after the element's with no point on the curve.
+    let mut off = valid.to_vec();
+    while p256::PublicKey::from_sec1_bytes(&off).is_ok() {
+        let last = off.len() - 1;
+        off[last] = off[last].wrapping_add(1);
+    }
+    let uncompressed = point.to_encoded_point(false).as_bytes().to_vec();
+    for decodable in [&with_tag(0x05), &uncompressed] {
+        assert!(p256::PublicKey::from_sec1_bytes(decodable).is_ok());
+    }
+    let mut past_p = vec![0xffu8; 33];
+    past_p[0] = 0x02;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "SEC1 compact form 0x05 ‖ x (p256 decodes it)",
+            with_tag(0x05),
+        ),
+        (
+            "uncompressed 0x04 ‖ x ‖ y of the same point (p256 decodes it)",
+            point.to_encoded_point(false).as_bytes().to_vec(),
+        ),
+        ("tag 0x04 with only x", with_tag(0x04)),
+        ("hybrid tag 0x06 with only x", with_tag(0x06)),
+        ("tag 0x00 with x", with_tag(0x00)),
+        ("the identity, 0x00", vec![0x00]),
+        ("x with no point on the curve", off),
+        ("x = 2^256 − 1, past the field prime", past_p),
+        ("one byte short", valid[..32].to_vec()),
+        ("one byte long", [valid, &[0][..]].concat()),
+    ];
+    cases
+        .into_iter()
+        .map(|(why, b)| json!({"why": why, "hex": hex::encode(b)}))
+        .collect()
 }
 
 #[test]
@@ -171,6 +220,49 @@ fn directory_vectors() {
             c["lookup_id"].as_str().unwrap(),
             seal::lookup_id_hex(&y),
             "lookup_id = SHA-256(prefix ‖ y)"
+        );
+    }
+}
+
+/// Every decoder refuses each of the vectors' invalid elements: the server
+/// as a blinded element (both evaluations), the client as an evaluated
+/// element and as a directory's public key.
+#[test]
+fn invalid_elements_are_refused_everywhere() {
+    let want: Value = serde_json::from_str(&std::fs::read_to_string(OURS_PATH).unwrap()).unwrap();
+    let rfc: Value = serde_json::from_str(RFC).unwrap();
+    let key = ServerKey::from_secret(&h(&rfc["sk_s"])).unwrap();
+    let case = &want["cases"][0];
+    let blinded = oprf::blind_with_scalar(
+        &hex::decode(case["oprf_input_hex"].as_str().unwrap()).unwrap(),
+        &h(&case["blind"]),
+    )
+    .unwrap();
+    let proof = h(&case["proof"]);
+    let good = h(&case["evaluation_element"]);
+    let one = std::slice::from_ref(&blinded);
+    assert!(oprf::finalize_batch(one, &[good.as_slice()], &proof, key.public()).is_ok());
+    let invalid = want["invalid_elements"].as_array().unwrap();
+    assert!(invalid.len() >= 10);
+    for v in invalid {
+        let (why, b) = (v["why"].as_str().unwrap(), h(&v["hex"]));
+        let mut rng = FixedRng(vec![1; 32]);
+        assert!(
+            key.evaluate_batch(&[b.as_slice()], &mut rng).is_err(),
+            "server took {why}"
+        );
+        assert!(
+            key.evaluate_batch_reference(&[b.as_slice()], &mut rng)
+                .is_err(),
+            "reference took {why}"
+        );
+        assert!(
+            oprf::finalize_batch(one, &[b.as_slice()], &proof, key.public()).is_err(),
+            "client took {why} as an evaluation"
+        );
+        assert!(
+            oprf::PublicKey::from_bytes(&b).is_err(),
+            "client took {why} as a key"
         );
     }
 }
