@@ -60,7 +60,16 @@ impl Scheduler {
     }
 
     pub fn reschedule(&mut self, id: ConnectionId, reason: ScheduleReason) {
-        let tracker = self.trackers.get_mut(id).unwrap();
+        // rdv patch (PATCHES.md, "A late Ready"): a link's Ready can reach
+        // the router after the connection it was for is gone.
+        let Some(tracker) = self.trackers.get_mut(id) else {
+            trace!(
+                connection_id = id,
+                "reschedule {:?} of a gone connection",
+                reason
+            );
+            return;
+        };
         if let Some(v) = tracker.try_ready(reason) {
             trace!(tracker_id = tracker.id, "reschedule {:?} -> Ready", v);
             self.readyqueue.push_back(id);
@@ -167,8 +176,10 @@ impl Tracker {
                 self.status = Status::Ready;
                 Some(previous)
             }
-            ScheduleReason::Ready => {
-                debug_assert!(self.status == Status::Paused(PauseReason::Busy));
+            // rdv patch (PATCHES.md, "A late Ready"): a link says Ready once
+            // it has drained the Unschedule of a Busy pause; one meant for an
+            // earlier connection under the same id finds another state.
+            ScheduleReason::Ready if previous == PauseReason::Busy => {
                 self.status = Status::Ready;
                 Some(previous)
             }

@@ -669,3 +669,103 @@ async fn remote<P: Protocol>(
         router_tx.send((connection_id, message)).ok();
     }
 }
+
+// rdv patch (PATCHES.md, "A late Ready"): a link's Ready that reaches the
+// router after its connection is gone must not stop the router.
+#[cfg(test)]
+mod late_ready {
+    use std::time::{Duration, Instant};
+
+    use crate::local::{LinkRx, LinkTx};
+    use crate::protocol::{Disconnect, DisconnectReasonCode, Packet};
+    use crate::{Broker, Config, Notification, RouterConfig};
+
+    fn broker() -> Broker {
+        Broker::new(Config {
+            id: 0,
+            router: RouterConfig {
+                max_connections: 16,
+                max_outgoing_packet_count: 4,
+                max_segment_size: 1 << 20,
+                max_segment_count: 2,
+                custom_segment: None,
+                initialized_filters: None,
+                shared_subscriptions_strategy: Default::default(),
+                max_retained_bytes: None,
+            },
+            ..Default::default()
+        })
+    }
+
+    fn link(b: &Broker, id: &str) -> (LinkTx, LinkRx) {
+        let (tx, rx, _) = b.link_builder(id).clean_session(true).build().unwrap();
+        (tx, rx)
+    }
+
+    /// The next publication's payload within 5 s; an Unschedule is answered.
+    fn next_payload(rx: &mut LinkRx) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match rx.recv_deadline(deadline) {
+                Ok(Some(Notification::Forward(f))) => return Some(f.publish.payload.to_vec()),
+                Ok(Some(Notification::Unschedule)) => rx.ready().unwrap(),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) if Instant::now() >= deadline => return None,
+                Ok(None) | Err(_) => {}
+            }
+        }
+    }
+
+    /// A publication on `topic` goes through the router and back: the
+    /// router is alive and has handled every event sent before it.
+    fn round_trip(tx: &mut LinkTx, rx: &mut LinkRx, topic: &str, body: &[u8]) -> bool {
+        tx.publish(topic.to_owned(), body.to_vec()).unwrap();
+        next_payload(rx).as_deref() == Some(body)
+    }
+
+    #[test]
+    fn a_ready_after_the_connection_is_gone_is_ignored() {
+        let b = broker();
+        let (mut p_tx, mut p_rx) = link(&b, "probe");
+        p_tx.subscribe("probe").unwrap();
+        assert!(round_trip(&mut p_tx, &mut p_rx, "probe", b"0"));
+
+        // `a` is paused Busy behind its full outgoing buffer (the router
+        // sends it Unschedule), then leaves.
+        let (mut a_tx, a_rx) = link(&b, "a");
+        a_tx.subscribe("t").unwrap();
+        for i in 0..16u8 {
+            p_tx.publish("t", vec![i]).unwrap();
+        }
+        assert!(round_trip(&mut p_tx, &mut p_rx, "probe", b"1"));
+        let gone_id = a_tx.connection_id;
+        let d = Disconnect {
+            reason_code: DisconnectReasonCode::NormalDisconnection,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(a_tx.send(Packet::Disconnect(d, None))).unwrap();
+        assert!(round_trip(&mut p_tx, &mut p_rx, "probe", b"2"));
+
+        // Its Ready arrives late: for no connection at all.
+        a_rx.ready().unwrap();
+        assert!(
+            round_trip(&mut p_tx, &mut p_rx, "probe", b"3"),
+            "the router stopped on a Ready for a gone connection"
+        );
+
+        // Then for a new connection under the same id, caught up.
+        let (mut c_tx, mut c_rx) = link(&b, "c");
+        assert_eq!(c_tx.connection_id, gone_id, "the slab reuses the id");
+        c_tx.subscribe("u").unwrap();
+        assert!(round_trip(&mut p_tx, &mut p_rx, "probe", b"4"));
+        a_rx.ready().unwrap();
+        assert!(
+            round_trip(&mut p_tx, &mut p_rx, "probe", b"5"),
+            "the router stopped on a Ready meant for an earlier connection"
+        );
+        p_tx.publish("u", b"to c".to_vec()).unwrap();
+        assert_eq!(next_payload(&mut c_rx).as_deref(), Some(&b"to c"[..]));
+    }
+}
