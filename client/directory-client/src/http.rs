@@ -81,17 +81,7 @@ impl DirectoryClient {
             blinded: blinded.iter().map(|b| base64(&b.element)).collect(),
         };
         let r: EvaluateResponse = self.call("POST", "/v1/evaluate", Some(&req))?;
-        if r.key_id != key.id {
-            return Err(Error::UnknownKey(r.key_id));
-        }
-        let evaluated = r
-            .evaluated
-            .iter()
-            .map(|e| base64_decode(e).map_err(|_| Error::Encoding("evaluated element")))
-            .collect::<Result<Vec<_>>>()?;
-        let proof = base64_decode(&r.proof).map_err(|_| Error::Encoding("proof"))?;
-        let refs: Vec<&[u8]> = evaluated.iter().map(Vec::as_slice).collect();
-        oprf::finalize_batch(&blinded, &refs, &proof, &key.public)
+        oprf::finalize_answer(&blinded, &key.id, &key.public, &r)
     }
 
     /// The OPRF-derived values of `addresses` under `key`, in batches.

@@ -6,6 +6,7 @@
 
 use p256::NistP256;
 use rand_core::{CryptoRng, RngCore};
+use rdv_proto::encoding::base64_decode;
 use sha2::{Digest, Sha256};
 use voprf::{BlindedElement, EvaluationElement, Group, Proof, VoprfClient, VoprfServer};
 
@@ -203,6 +204,30 @@ pub fn blind_with_scalar(input: &[u8], blind: &[u8]) -> Result<Blinded> {
         element: r.message.serialize().to_vec(),
         state: r.state,
     })
+}
+
+/// What a client does with a directory's `POST /v1/evaluate` answer to
+/// `blinded` under the key `key_id`: the same key, every element and the
+/// proof decoded, then [`finalize_batch`]. Apart from the request so that
+/// a hostile server's answers are testable without one (the
+/// `server_answers` fuzz target).
+pub fn finalize_answer(
+    blinded: &[Blinded],
+    key_id: &str,
+    key: &PublicKey,
+    answer: &crate::wire::EvaluateResponse,
+) -> Result<Vec<[u8; OUTPUT_LEN]>> {
+    if answer.key_id != key_id {
+        return Err(Error::UnknownKey(answer.key_id.clone()));
+    }
+    let evaluated = answer
+        .evaluated
+        .iter()
+        .map(|e| base64_decode(e).map_err(|_| Error::Encoding("evaluated element")))
+        .collect::<Result<Vec<_>>>()?;
+    let proof = base64_decode(&answer.proof).map_err(|_| Error::Encoding("proof"))?;
+    let refs: Vec<&[u8]> = evaluated.iter().map(Vec::as_slice).collect();
+    finalize_batch(blinded, &refs, &proof, key)
 }
 
 /// Verifies the batch proof against `key` and finalizes every element

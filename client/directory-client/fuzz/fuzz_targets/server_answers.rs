@@ -48,7 +48,6 @@ use rdv_directory_client::oprf::{self, ServerKey};
 use rdv_directory_client::seal;
 use rdv_directory_client::wire::{EvaluateResponse, KeysResponse, LookupResponse};
 use rdv_directory_client::{Error, Result};
-use rdv_proto::encoding::base64_decode;
 use serde_json::Value;
 use sha2::Sha256;
 
@@ -58,17 +57,7 @@ fn client_reads(n: usize, body: &[u8]) -> Result<Vec<[u8; 32]>> {
     let fx = &*FX;
     let r: EvaluateResponse =
         serde_json::from_slice(body).map_err(|e| Error::Transport(e.to_string()))?;
-    if r.key_id != fx.key_id {
-        return Err(Error::UnknownKey(r.key_id));
-    }
-    let evaluated = r
-        .evaluated
-        .iter()
-        .map(|e| base64_decode(e).map_err(|_| Error::Encoding("evaluated element")))
-        .collect::<Result<Vec<_>>>()?;
-    let proof = base64_decode(&r.proof).map_err(|_| Error::Encoding("proof"))?;
-    let refs: Vec<&[u8]> = evaluated.iter().map(Vec::as_slice).collect();
-    oprf::finalize_batch(&fx.blinded[..n], &refs, &proof, fx.server.public())
+    oprf::finalize_answer(&fx.blinded[..n], &fx.key_id, fx.server.public(), &r)
 }
 
 /// Accepted outputs must be the honest ones.
