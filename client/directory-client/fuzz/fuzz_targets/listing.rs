@@ -30,7 +30,7 @@
 
 mod common;
 
-use common::{FX, check_found, expand};
+use common::{FX, check_lookup, expand};
 use libfuzzer_sys::fuzz_target;
 use rdv_directory_client::listing::{Listing, REMOVE_MAX_BYTES, Removal};
 use rdv_directory_client::seal;
@@ -127,17 +127,7 @@ fn readers(doc: &Value, allow_ws: bool) {
 
 /// `Derived::find` of the first address over `entries`.
 fn lookup(entries: &[Value], allow_ws: bool) {
-    let fx = &*FX;
-    let d = &fx.derived[0];
-    let found = d.find(&fx.key_id, entries, fx.now, allow_ws);
-    let matching = entries
-        .iter()
-        .filter(|e| e.get("lookup_id").and_then(Value::as_str) == Some(d.lookup_id.as_str()))
-        .count();
-    assert_eq!(found.cards.len() + found.refused.len(), matching);
-    for c in &found.cards {
-        check_found(d, &fx.key_id, c, fx.now);
-    }
+    check_lookup(&FX.derived[0], entries, allow_ws);
 }
 
 /// A listing of the first address by the fixture agent with this `sealed`.

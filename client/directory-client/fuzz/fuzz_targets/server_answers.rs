@@ -38,7 +38,7 @@
 
 mod common;
 
-use common::{FX, Mix, check_found, expand};
+use common::{FX, Mix, check_lookup, expand};
 use libfuzzer_sys::fuzz_target;
 use p256::elliptic_curve::hash2curve::{ExpandMsgXmd, GroupDigest};
 use p256::elliptic_curve::sec1::ToEncodedPoint;
@@ -193,15 +193,7 @@ fn lookup(body: &[u8], allow_ws: bool) {
     };
     let entries: Vec<Value> = r.buckets.into_iter().flat_map(|b| b.listings).collect();
     for d in &fx.derived {
-        let found = d.find(&fx.key_id, &entries, fx.now, allow_ws);
-        let matching = entries
-            .iter()
-            .filter(|e| e.get("lookup_id").and_then(Value::as_str) == Some(d.lookup_id.as_str()))
-            .count();
-        assert_eq!(found.cards.len() + found.refused.len(), matching);
-        for c in &found.cards {
-            check_found(d, &fx.key_id, c, fx.now);
-        }
+        check_lookup(d, &entries, allow_ws);
     }
 }
 

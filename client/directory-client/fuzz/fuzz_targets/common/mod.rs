@@ -218,10 +218,25 @@ pub fn expand(raw: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `Derived::find` of `d` over `entries`: every listing under its
+/// lookup_id is either a card that passes [`check_found`] or refused.
+pub fn check_lookup(d: &Derived, entries: &[Value], allow_ws: bool) {
+    let fx = &*FX;
+    let found = d.find(&fx.key_id, entries, fx.now, allow_ws);
+    let matching = entries
+        .iter()
+        .filter(|e| e.get("lookup_id").and_then(Value::as_str) == Some(d.lookup_id.as_str()))
+        .count();
+    assert_eq!(found.cards.len() + found.refused.len(), matching);
+    for c in &found.cards {
+        check_found(d, &fx.key_id, c, fx.now);
+    }
+}
+
 /// What every accepted card of a lookup must satisfy: the listing's agent
 /// signed it, it claims the address, the listing is under `key_id`, for
 /// this lookup_id and unexpired.
-pub fn check_found(d: &Derived, key_id: &str, found: &FoundCard, now: Instant) {
+fn check_found(d: &Derived, key_id: &str, found: &FoundCard, now: Instant) {
     assert_eq!(found.card.id, found.listing.agent, "card of another agent");
     assert!(found.card.claims(&d.address), "card does not claim it");
     assert_eq!(found.listing.key_id, key_id, "listing under another key");
