@@ -109,7 +109,7 @@ fn topic(a: &TopicArgs) -> Result<Vec<u8>> {
 fn verify(a: &VerifyArgs, stdin: &[u8], ctx: &Ctx<'_>) -> Result<Vec<u8>> {
     let now = time_arg("now", &a.now, ctx.now)?;
     let hash = if a.kind == "envelope" {
-        envelope::verify(stdin, now)?.0.hash
+        envelope::verify(stdin, now)?.into_parts().0.hash
     } else {
         let kind: DocKind = a.kind.parse()?;
         rdv_proto::doc::verify_doc(kind, &read_json(stdin)?, now)?

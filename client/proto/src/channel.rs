@@ -5,29 +5,35 @@
 //!
 //! Pure state in, decisions out: the caller feeds the facts of an envelope it
 //! already verified and opened, gets a [`Decision`], and persists the state
-//! before anything leaves (§7 persistence).
+//! before anything leaves (§7 persistence). [`Inbound`], [`Outbound`] and
+//! [`Channels`] serialize (serde) with every field, times at full precision,
+//! so a restored copy decides exactly as the one saved.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::consts::{
     CHANNEL_MAX_BUFFERED_PEERS, CHANNEL_MAX_BUFFERED_PER_PEER, CHANNEL_OUTBOX,
-    CHANNEL_RECENT_HASHES, RESTORED_MAX_PER_DAY,
+    CHANNEL_RECENT_HASHES, RESTORED_FLOOR_BEFORE_MS, RESTORED_MAX_PER_DAY,
 };
 use crate::doc::obj::Obj;
 use crate::doc::restored::{Restored, RestoredAck};
 use crate::envelope::Header;
 use crate::error::{Error, Result};
 use crate::keys::AgentId;
-use crate::time::Instant;
+use crate::time::{Instant, truncate_ms};
 
 /// The facts of one verified envelope that ordering needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Meta {
     pub seq: u64,
     pub prev: Option<String>,
     pub hash: String,
+    #[serde(with = "time::serde::rfc3339")]
     pub created: Instant,
 }
 
@@ -57,7 +63,8 @@ pub enum Admission {
 
 /// Why a chain was refused (§6.4). The human is told and only the human's
 /// re-sync lifts it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Fork {
     /// A different envelope at a `seq` already accepted (or buffered).
     SeqReused { seq: u64 },
@@ -97,7 +104,8 @@ pub enum Decision<T> {
     Refused,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 enum State {
     Open,
     Forked,
@@ -107,17 +115,99 @@ enum State {
 }
 
 /// Inbound state for one sender. `T` is whatever the caller delivers (the
-/// opened envelope); it is held only while buffered.
-#[derive(Debug, Clone)]
+/// opened envelope); it is held only while buffered. Deserializing checks the
+/// bounds the live state keeps (8 hashes, 64 buffered, 3 notices).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(
+    try_from = "InboundRepr<T>",
+    bound(serialize = "T: Serialize", deserialize = "T: DeserializeOwned")
+)]
 pub struct Inbound<T> {
     head: Option<(u64, String)>,
     recent: VecDeque<(u64, String)>,
+    #[serde(with = "time::serde::rfc3339::option")]
     newest: Option<Instant>,
+    #[serde(with = "time::serde::rfc3339::option")]
     floor: Option<Instant>,
     state: State,
     fork: Option<Fork>,
     buffer: BTreeMap<u64, (Meta, T)>,
+    #[serde(with = "instants")]
     notices: VecDeque<Instant>,
+}
+
+/// [`Inbound`] as stored, before its bounds are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, bound = "T: DeserializeOwned")]
+struct InboundRepr<T> {
+    head: Option<(u64, String)>,
+    recent: VecDeque<(u64, String)>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    newest: Option<Instant>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    floor: Option<Instant>,
+    state: State,
+    fork: Option<Fork>,
+    buffer: BTreeMap<u64, (Meta, T)>,
+    #[serde(with = "instants")]
+    notices: VecDeque<Instant>,
+}
+
+impl<T> TryFrom<InboundRepr<T>> for Inbound<T> {
+    type Error = String;
+
+    fn try_from(r: InboundRepr<T>) -> std::result::Result<Self, String> {
+        let head_seq = r.head.as_ref().map_or(0, |(s, _)| *s);
+        if r.recent.len() > CHANNEL_RECENT_HASHES
+            || r.buffer.len() > CHANNEL_MAX_BUFFERED_PER_PEER
+            || r.notices.len() > RESTORED_MAX_PER_DAY
+        {
+            return Err("inbound channel state over its bounds".into());
+        }
+        if r.buffer
+            .iter()
+            .any(|(s, (m, _))| *s != m.seq || *s <= head_seq)
+        {
+            return Err("inbound channel buffer holds a seq at or below its head".into());
+        }
+        if r.state == State::Forked && r.fork.is_none() {
+            return Err("inbound channel refused without a fork".into());
+        }
+        Ok(Self {
+            head: r.head,
+            recent: r.recent,
+            newest: r.newest,
+            floor: r.floor,
+            state: r.state,
+            fork: r.fork,
+            buffer: r.buffer,
+            notices: r.notices,
+        })
+    }
+}
+
+/// Serde for the notice times: RFC 3339 strings at full precision.
+mod instants {
+    use std::collections::VecDeque;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::time::Instant;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(transparent)]
+    struct Stamp(#[serde(with = "time::serde::rfc3339")] Instant);
+
+    pub fn serialize<S: Serializer>(v: &VecDeque<Instant>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(|t| Stamp(*t)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<VecDeque<Instant>, D::Error> {
+        Ok(Vec::<Stamp>::deserialize(d)?
+            .into_iter()
+            .map(|s| s.0)
+            .collect())
+    }
 }
 
 impl<T> Default for Inbound<T> {
@@ -173,6 +263,17 @@ impl<T> Inbound<T> {
         }
     }
 
+    /// Whether the chain is refused after a fork (§6.4): the human must re-sync.
+    pub fn is_refused(&self) -> bool {
+        self.state == State::Forked
+    }
+
+    /// Whether the human re-synced and the next newer envelope is awaited (§6.4).
+    pub fn is_resyncing(&self) -> bool {
+        self.state == State::Resyncing
+    }
+
+    /// How many envelopes are held for a gap.
     pub fn buffered(&self) -> usize {
         self.buffer.len()
     }
@@ -189,7 +290,7 @@ impl<T> Inbound<T> {
     fn expected(&self) -> (u64, Option<&str>) {
         match &self.head {
             None => (1, None),
-            Some((s, h)) => (s + 1, Some(h.as_str())),
+            Some((s, h)) => (s.saturating_add(1), Some(h.as_str())),
         }
     }
 
@@ -363,22 +464,51 @@ pub enum RestoredDecision {
 }
 
 /// One sent envelope kept for resends.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Sent {
     seq: u64,
     prev: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
     created: Instant,
     envelope: Value,
 }
 
 /// Outbound state towards one peer: the next seq and prev, and the outbox of
-/// the last 64 envelopes (§7).
-#[derive(Debug, Clone, Default)]
+/// the last 64 envelopes (§7). Deserializing checks the outbox bound.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(try_from = "OutboundRepr")]
 pub struct Outbound {
     next_seq: u64,
     prev: Option<String>,
     outbox: VecDeque<Sent>,
     last_notice: Option<String>,
+}
+
+/// [`Outbound`] as stored, before its bound is checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboundRepr {
+    next_seq: u64,
+    prev: Option<String>,
+    outbox: VecDeque<Sent>,
+    last_notice: Option<String>,
+}
+
+impl TryFrom<OutboundRepr> for Outbound {
+    type Error = String;
+
+    fn try_from(r: OutboundRepr) -> std::result::Result<Self, String> {
+        if r.outbox.len() > CHANNEL_OUTBOX {
+            return Err("outbound channel outbox over 64".into());
+        }
+        Ok(Self {
+            next_seq: r.next_seq,
+            prev: r.prev,
+            outbox: r.outbox,
+            last_notice: r.last_notice,
+        })
+    }
 }
 
 impl Outbound {
@@ -415,6 +545,16 @@ impl Outbound {
         self.last_notice = Some(hash.to_string());
     }
 
+    /// The hash of the notice sent last whose ack has not been taken (§6.4.1).
+    pub fn pending_notice(&self) -> Option<&str> {
+        self.last_notice.as_deref()
+    }
+
+    /// How many sent envelopes the outbox holds for resends (at most 64, §7).
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.len()
+    }
+
     /// Answers `rdv/resend`: what the outbox still holds of the range.
     pub fn resend(&self, from: u64, to: u64) -> Vec<&Value> {
         self.outbox
@@ -442,19 +582,23 @@ impl Outbound {
     }
 
     /// §6.4.1, the peer's side: the ack for a notice whose envelope hash is
-    /// `notice`, and the envelopes to resend after `in_seq`.
+    /// `notice`, and the envelopes to resend after `in_seq`. `now` is the
+    /// `created` of the envelope that will carry the ack.
     pub fn ack(&self, notice: &str, in_seq: u64, now: Instant) -> (Value, Vec<&Value>) {
         let held: Vec<&Sent> = self.outbox.iter().filter(|s| s.seq > in_seq).collect();
-        // §6.4.1: floor is just before the first resent envelope's created
-        // (whole seconds, as every time we write).
-        let (from_seq, prev, floor) = match held.first() {
-            Some(s) => (
-                s.seq,
-                s.prev.clone(),
-                s.created - time::Duration::seconds(1),
+        // §6.4.1: floor is just before the created of the envelope at
+        // from_seq, in milliseconds as it is written. Holding none, that is
+        // the next one, which we seal at `now` in whole seconds (§4.6).
+        let before = time::Duration::milliseconds(RESTORED_FLOOR_BEFORE_MS);
+        let (from_seq, prev, created) = match held.first() {
+            Some(s) => (s.seq, s.prev.clone(), s.created),
+            None => (
+                self.next().0,
+                self.prev.clone(),
+                now.replace_nanosecond(0).unwrap_or(now),
             ),
-            None => (self.next().0, self.prev.clone(), now),
         };
+        let floor = truncate_ms(created - before);
         let ack = RestoredAck {
             notice: notice.to_string(),
             from_seq,
@@ -497,16 +641,21 @@ pub fn parse_resend(v: &Value) -> Result<(u64, u64)> {
 }
 
 /// Inbound channels for every admitted sender, with the §7 buffer bound of
-/// 16 peers × 64 envelopes.
-#[derive(Debug, Clone)]
+/// 16 peers × 64 envelopes. Ordered by agent ID, so it serializes the same
+/// way each time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    bound(serialize = "T: Serialize", deserialize = "T: DeserializeOwned")
+)]
 pub struct Channels<T> {
-    peers: HashMap<AgentId, Inbound<T>>,
+    peers: BTreeMap<AgentId, Inbound<T>>,
 }
 
 impl<T> Default for Channels<T> {
     fn default() -> Self {
         Self {
-            peers: HashMap::new(),
+            peers: BTreeMap::new(),
         }
     }
 }
@@ -534,6 +683,16 @@ impl<T> Channels<T> {
     /// Forgets a sender (revoked, blocked, left every group).
     pub fn forget(&mut self, from: &AgentId) {
         self.peers.remove(from);
+    }
+
+    /// Puts back one sender's saved state (a store loading its records).
+    pub fn insert(&mut self, from: AgentId, chan: Inbound<T>) {
+        self.peers.insert(from, chan);
+    }
+
+    /// Every sender that holds state, in agent ID order.
+    pub fn iter(&self) -> impl Iterator<Item = (&AgentId, &Inbound<T>)> {
+        self.peers.iter()
     }
 
     /// How many senders hold state.
@@ -946,8 +1105,10 @@ mod tests {
                 nonce: [1; 12],
             };
             let env = crate::envelope::seal(&json!({"type": "x"}), &p).unwrap();
-            let (hd, _) =
-                crate::envelope::verify(&crate::canon::to_vec(&env).unwrap(), t(10)).unwrap();
+            let hd = crate::envelope::verify(&crate::canon::to_vec(&env).unwrap(), t(10))
+                .unwrap()
+                .into_parts()
+                .0;
             out.record(&hd, env);
             prev = Some(hd.hash);
         }
@@ -956,7 +1117,7 @@ mod tests {
         let (ack, resent) = out.ack(&h(1, "n"), 1, t(50));
         assert_eq!(resent.len(), 2);
         assert_eq!(ack["from_seq"], 2);
-        assert_eq!(ack["floor"], "2026-10-08T00:00:01Z");
+        assert_eq!(ack["floor"], "2026-10-08T00:00:01.999Z", "created − 1 ms");
         let notice = out.restore(t(1000), 5, None);
         assert!(
             out.next().0 >= 1_791_417_600_000,
@@ -1019,5 +1180,555 @@ mod tests {
         ] {
             assert!(parse_resend(&bad).is_err(), "{bad} accepted");
         }
+    }
+
+    /// A time with a nanosecond part, so any rounding in a snapshot shows.
+    fn tn(s: i64, ns: i64) -> Instant {
+        t(s) + time::Duration::nanoseconds(ns)
+    }
+
+    fn id(n: u8) -> AgentId {
+        crate::AgentKey::from_seed([n; 32]).id().clone()
+    }
+
+    fn meta(seq: u64, prev: Option<String>, hash: String, created: Instant) -> Meta {
+        Meta {
+            seq,
+            prev,
+            hash,
+            created,
+        }
+    }
+
+    /// Saved and restored as a store would: JSON text and back. Writing the
+    /// copy again gives the same text.
+    fn snapshot<S: Serialize + DeserializeOwned>(s: &S) -> S {
+        let text = serde_json::to_string(s).unwrap();
+        let back: S = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        back
+    }
+
+    /// Cuts the script after every step, restores a copy from a snapshot,
+    /// and feeds the copy and the live state the rest: every output and
+    /// every observation must be the same.
+    fn replay_from_every_snapshot<S, I, O>(
+        fresh: S,
+        steps: &[I],
+        apply: impl Fn(&mut S, &I) -> O,
+        observe: impl Fn(&S) -> String,
+    ) where
+        S: Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+        O: PartialEq + std::fmt::Debug,
+    {
+        for cut in 0..=steps.len() {
+            let mut live = fresh.clone();
+            for step in &steps[..cut] {
+                apply(&mut live, step);
+            }
+            let mut copy = snapshot(&live);
+            // Debug shows every private field, times at full precision.
+            assert_eq!(format!("{copy:?}"), format!("{live:?}"), "after step {cut}");
+            for (i, step) in steps.iter().enumerate().skip(cut) {
+                assert_eq!(
+                    apply(&mut copy, step),
+                    apply(&mut live, step),
+                    "restored after step {cut}, step {i}"
+                );
+                assert_eq!(
+                    observe(&copy),
+                    observe(&live),
+                    "restored after step {cut}, step {i}"
+                );
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum In {
+        Recv(u8, Admission, Meta, u64),
+        Resync(u8),
+        Notice(u8, Meta, Instant),
+        Ack(u8, RestoredAck),
+        Admit(u8, Option<Meta>),
+        Forget(u8),
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum InOut {
+        Decision(Decision<u64>),
+        Restored(Option<RestoredDecision>),
+        Unit,
+    }
+
+    /// In order, a gap buffered and drained, replays, a fork and the refusal,
+    /// a notice refused, the human's re-sync, the floor, restore notices up to
+    /// the daily cap, an ack, a tracked peer, a stranger, an anchored admit,
+    /// a gap left open and a forgotten peer. Times carry nanoseconds, and
+    /// inputs sit exactly on the stored times (a rounded copy decides otherwise).
+    fn inbound_script() -> Vec<In> {
+        use Admission::{Buffered, Stranger, Tracked};
+        let a = |i: u64| h(i, "a");
+        let m = |seq: u64, prev: Option<String>, hash: String, c: Instant| meta(seq, prev, hash, c);
+        let mut s = vec![
+            In::Recv(1, Buffered, m(1, None, a(1), tn(10, 111)), 1),
+            In::Recv(1, Buffered, m(2, Some(a(1)), a(2), tn(20, 222)), 2),
+            In::Recv(1, Buffered, m(4, Some(a(3)), a(4), tn(40, 444)), 4),
+            In::Recv(1, Buffered, m(5, Some(a(4)), a(5), tn(50, 555)), 5),
+            In::Recv(1, Buffered, m(3, Some(a(2)), a(3), tn(30, 333)), 3),
+            In::Recv(1, Buffered, m(3, Some(a(2)), a(3), tn(30, 333)), 3),
+            // A different envelope at seq 1, older than all: in the 8-hash
+            // window, so a fork, not a replay; then everything is refused.
+            In::Recv(1, Buffered, m(1, None, h(1, "b"), tn(5, 0)), 40),
+            In::Recv(1, Buffered, m(6, Some(a(5)), a(6), tn(60, 0)), 6),
+            In::Notice(1, m(900, Some(a(5)), h(900, "n"), tn(70, 0)), tn(70, 0)),
+            In::Resync(1),
+            // Exactly the old chain's newest: a replay.
+            In::Recv(
+                1,
+                Buffered,
+                m(7, Some(h(6, "b")), h(7, "b"), tn(50, 555)),
+                7,
+            ),
+            // One nanosecond newer: the new head.
+            In::Recv(
+                1,
+                Buffered,
+                m(8, Some(h(7, "b")), h(8, "b"), tn(50, 556)),
+                8,
+            ),
+            // At the floor (the old newest), in order: still a replay.
+            In::Recv(
+                1,
+                Buffered,
+                m(9, Some(h(8, "b")), h(9, "x"), tn(50, 555)),
+                90,
+            ),
+            In::Recv(1, Buffered, m(9, Some(h(8, "b")), h(9, "b"), tn(90, 9)), 9),
+        ];
+        // Three notices in a day are taken, a fourth a nanosecond short of a
+        // day after the first is not, one a full day after is.
+        for (i, ns) in [(0u64, 1i64), (1, 2), (2, 3)] {
+            let c = tn(100 + i as i64, ns);
+            s.push(In::Notice(1, m(1000 + i, None, h(1000 + i, "n"), c), c));
+        }
+        let day = 86_400;
+        s.push(In::Notice(
+            1,
+            m(2000, None, h(2000, "n"), tn(200, 0)),
+            tn(100 + day, 0),
+        ));
+        s.push(In::Notice(
+            1,
+            m(2001, None, h(2001, "n"), tn(201, 0)),
+            tn(100 + day, 1),
+        ));
+        // The chain goes on after the notice; then the peer's ack moves the
+        // head forward, and nothing at or before its floor is taken.
+        s.push(In::Recv(
+            1,
+            Buffered,
+            m(2002, Some(h(2001, "n")), h(2002, "n"), tn(300, 7)),
+            2002,
+        ));
+        s.push(In::Ack(
+            1,
+            RestoredAck {
+                notice: h(1, "notice"),
+                from_seq: 3000,
+                prev: Some(h(2999, "p")),
+                floor: tn(400, 77),
+            },
+        ));
+        s.push(In::Recv(
+            1,
+            Buffered,
+            m(3000, Some(h(2999, "p")), h(3000, "old"), tn(400, 77)),
+            3000,
+        ));
+        s.push(In::Recv(
+            1,
+            Buffered,
+            m(3000, Some(h(2999, "p")), h(3000, "p"), tn(400, 78)),
+            3001,
+        ));
+        // A tracked peer does not buffer; a stranger keeps no state.
+        s.push(In::Recv(
+            2,
+            Tracked,
+            m(2, Some(h(1, "t")), h(2, "t"), tn(5, 5)),
+            22,
+        ));
+        s.push(In::Recv(2, Tracked, m(1, None, h(1, "t"), tn(4, 4)), 21));
+        s.push(In::Recv(
+            3,
+            Stranger,
+            m(7, Some(h(6, "s")), h(7, "s"), tn(5, 5)),
+            37,
+        ));
+        // An anchored admit, then a gap held open with its item.
+        s.push(In::Admit(
+            4,
+            Some(m(40, Some(h(39, "d")), h(40, "d"), tn(8, 8))),
+        ));
+        s.push(In::Recv(
+            4,
+            Buffered,
+            m(42, Some(h(41, "d")), h(42, "d"), tn(9, 9)),
+            42,
+        ));
+        s.push(In::Forget(2));
+        s.push(In::Recv(
+            2,
+            Tracked,
+            m(3, Some(h(2, "t")), h(3, "t"), tn(6, 6)),
+            23,
+        ));
+        s.push(In::Recv(
+            4,
+            Buffered,
+            m(41, Some(h(40, "d")), h(41, "d"), tn(9, 1)),
+            41,
+        ));
+        s
+    }
+
+    fn observe_inbound(c: &Inbound<u64>) -> String {
+        format!(
+            "{:?} {:?} {:?} {:?} {} {} {}",
+            c.head(),
+            c.newest(),
+            c.floor(),
+            c.refused(),
+            c.is_refused(),
+            c.is_resyncing(),
+            c.buffered()
+        )
+    }
+
+    #[test]
+    fn channels_restored_from_any_snapshot_decide_identically() {
+        let apply = |c: &mut Channels<u64>, step: &In| match step {
+            In::Recv(p, adm, m, item) => InOut::Decision(c.receive(&id(*p), *adm, m, *item)),
+            In::Resync(p) => {
+                c.get_mut(&id(*p)).unwrap().human_resync();
+                InOut::Unit
+            }
+            In::Notice(p, m, now) => {
+                InOut::Restored(c.get_mut(&id(*p)).map(|ch| ch.on_restored(m, *now)))
+            }
+            In::Ack(p, ack) => {
+                c.get_mut(&id(*p)).unwrap().on_restored_ack(ack);
+                InOut::Unit
+            }
+            In::Admit(p, first) => {
+                c.admit(id(*p), first.as_ref());
+                InOut::Unit
+            }
+            In::Forget(p) => {
+                c.forget(&id(*p));
+                InOut::Unit
+            }
+        };
+        let observe = |c: &Channels<u64>| {
+            let peers: Vec<String> = c
+                .iter()
+                .map(|(id, ch)| format!("{id} {}", observe_inbound(ch)))
+                .collect();
+            format!("{} {peers:?}", c.len())
+        };
+        let script = inbound_script();
+        // The script reaches every decision it means to.
+        let mut live = Channels::new();
+        let outs: Vec<InOut> = script.iter().map(|st| apply(&mut live, st)).collect();
+        let has = |f: &dyn Fn(&InOut) -> bool| outs.iter().any(f);
+        assert!(has(&|o| matches!(
+            o,
+            InOut::Decision(Decision::Buffered { .. })
+        )));
+        assert!(has(&|o| matches!(o, InOut::Decision(Decision::Forked(_)))));
+        assert!(has(&|o| matches!(o, InOut::Decision(Decision::Refused))));
+        assert!(has(&|o| matches!(
+            o,
+            InOut::Decision(Decision::Dropped {
+                reason: Drop::NotBuffered,
+                ..
+            })
+        )));
+        assert!(has(
+            &|o| *o == InOut::Restored(Some(RestoredDecision::Refused))
+        ));
+        assert!(has(
+            &|o| *o == InOut::Restored(Some(RestoredDecision::RateLimited))
+        ));
+        assert_eq!(
+            outs[4],
+            InOut::Decision(Decision::Deliver {
+                items: vec![3, 4, 5],
+                fork: None
+            })
+        );
+        assert_eq!(live.get(&id(4)).unwrap().head().unwrap().0, 42);
+        replay_from_every_snapshot(Channels::new(), &script, apply, observe);
+    }
+
+    #[test]
+    fn inbound_restored_from_any_snapshot_decides_identically() {
+        let script: Vec<In> = inbound_script()
+            .into_iter()
+            .filter(|s| {
+                matches!(
+                    s,
+                    In::Recv(1, ..) | In::Resync(1) | In::Notice(1, ..) | In::Ack(1, _)
+                )
+            })
+            .collect();
+        let apply = |c: &mut Inbound<u64>, step: &In| match step {
+            In::Recv(_, adm, m, item) => {
+                InOut::Decision(c.receive(m, *item, *adm == Admission::Buffered))
+            }
+            In::Resync(_) => {
+                c.human_resync();
+                InOut::Unit
+            }
+            In::Notice(_, m, now) => InOut::Restored(Some(c.on_restored(m, *now))),
+            In::Ack(_, ack) => {
+                c.on_restored_ack(ack);
+                InOut::Unit
+            }
+            In::Admit(..) | In::Forget(_) => InOut::Unit,
+        };
+        replay_from_every_snapshot(Inbound::new(), &script, apply, observe_inbound);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Out {
+        Record(u64, Option<String>, String, Instant),
+        Notice(String),
+        Resend(u64, u64),
+        Ack(String, u64, Instant),
+        TakeAck(String),
+        Restore(Instant, u64, Option<Instant>),
+        Many(u64),
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum OutOut {
+        Values(Vec<Value>),
+        Ack(Value, Vec<Value>),
+        Took(bool),
+        Notice(Value),
+    }
+
+    fn header(seq: u64, prev: Option<String>, hash: String, created: Instant) -> Header {
+        Header {
+            from: id(1),
+            to: id(2),
+            seq,
+            prev,
+            created_raw: crate::time::format_time(created),
+            created,
+            ttl_secs: 172_800,
+            hash,
+        }
+    }
+
+    #[test]
+    fn outbound_restored_from_any_snapshot_decides_identically() {
+        let o = |i: u64| h(i, "o");
+        let env = |seq: u64| json!({"seq": seq, "text": format!("envelope {seq}")});
+        let script = vec![
+            Out::Record(1, None, o(1), tn(1, 1)),
+            Out::Record(2, Some(o(1)), o(2), tn(2, 2)),
+            Out::Record(3, Some(o(2)), o(3), tn(3, 3)),
+            Out::Resend(2, 3),
+            Out::Notice(h(1, "n")),
+            Out::TakeAck(h(2, "n")),
+            Out::Ack(h(9, "peer"), 1, tn(10, 10)),
+            Out::Ack(h(9, "peer"), 3, tn(10, 10)),
+            Out::Restore(tn(1000, 1_000_001), 5, Some(tn(500, 123))),
+            Out::Record(1_791_418_600_001, Some(o(3)), o(4), tn(1000, 5)),
+            Out::TakeAck(h(1, "n")),
+            Out::TakeAck(h(1, "n")),
+            Out::Many(70),
+            Out::Resend(1, 64),
+            Out::Ack(h(9, "peer"), 0, tn(2000, 0)),
+        ];
+        let apply = |c: &mut Outbound, step: &Out| {
+            let r = match step {
+                Out::Record(seq, prev, hash, created) => {
+                    c.record(
+                        &header(*seq, prev.clone(), hash.clone(), *created),
+                        env(*seq),
+                    );
+                    OutOut::Values(vec![])
+                }
+                Out::Notice(n) => {
+                    c.record_notice(n);
+                    OutOut::Values(vec![])
+                }
+                Out::Resend(from, to) => {
+                    OutOut::Values(c.resend(*from, *to).into_iter().cloned().collect())
+                }
+                Out::Ack(n, in_seq, now) => {
+                    let (ack, resent) = c.ack(n, *in_seq, *now);
+                    OutOut::Ack(ack, resent.into_iter().cloned().collect())
+                }
+                Out::TakeAck(n) => OutOut::Took(c.take_ack(&RestoredAck {
+                    notice: n.clone(),
+                    from_seq: 1,
+                    prev: None,
+                    floor: t(0),
+                })),
+                Out::Restore(at, in_seq, backup) => {
+                    OutOut::Notice(c.restore(*at, *in_seq, *backup))
+                }
+                Out::Many(n) => {
+                    for _ in 0..*n {
+                        let (seq, prev) = c.next();
+                        let prev = prev.map(str::to_string);
+                        c.record(
+                            &header(seq, prev, h(seq, "m"), tn(seq as i64 % 997, 3)),
+                            env(seq),
+                        );
+                    }
+                    OutOut::Values(vec![])
+                }
+            };
+            (r, c.next().0, c.next().1.map(str::to_string))
+        };
+        let observe =
+            |c: &Outbound| format!("{} {:?} {:?}", c.outbox_len(), c.pending_notice(), c.next());
+        let mut live = Outbound::new();
+        for st in &script {
+            apply(&mut live, st);
+        }
+        assert_eq!(live.outbox_len(), CHANNEL_OUTBOX);
+        replay_from_every_snapshot(Outbound::new(), &script, apply, observe);
+    }
+
+    #[test]
+    fn stored_state_is_read_strictly() {
+        let err = |json: Value| {
+            serde_json::from_value::<Inbound<u64>>(json)
+                .unwrap_err()
+                .to_string()
+        };
+        let mut live: Inbound<u64> = Inbound::new();
+        for m in &chain(2, "a") {
+            delivered(live.receive(m, m.seq, true));
+        }
+        let mut gap = chain(4, "a")[3].clone();
+        gap.created = tn(40, 1);
+        live.receive(&gap, 4, true);
+        let good = serde_json::to_value(&live).unwrap();
+        assert_eq!(
+            format!(
+                "{:?}",
+                serde_json::from_value::<Inbound<u64>>(good.clone()).unwrap()
+            ),
+            format!("{live:?}")
+        );
+        let with = |f: &dyn Fn(&mut Value)| {
+            let mut v = good.clone();
+            f(&mut v);
+            v
+        };
+        assert!(err(with(&|v| v["x"] = json!(1))).contains("unknown field `x`"));
+        assert!(
+            err(with(&|v| {
+                v.as_object_mut().unwrap().remove("floor");
+            }))
+            .contains("missing field `floor`")
+        );
+        let nine: Vec<Value> = (1..=9).map(|i| json!([i, h(i, "a")])).collect();
+        assert!(err(with(&|v| v["recent"] = json!(nine))).contains("over its bounds"));
+        // A buffered envelope at or below the head could never be delivered.
+        assert!(
+            err(with(&|v| v["buffer"]["2"] = v["buffer"]["4"].clone())).contains("at or below")
+        );
+        assert!(err(with(&|v| v["state"] = json!("forked"))).contains("refused without a fork"));
+        let e = err(with(&|v| v["newest"] = json!("yesterday")));
+        assert!(e.contains("could not be parsed"), "{e}");
+
+        let mut out = Outbound::new();
+        for seq in 1..=CHANNEL_OUTBOX as u64 {
+            let (_, prev) = out.next();
+            let prev = prev.map(str::to_string);
+            out.record(
+                &header(seq, prev, h(seq, "o"), tn(seq as i64, 1)),
+                json!({}),
+            );
+        }
+        let mut v = serde_json::to_value(&out).unwrap();
+        serde_json::from_value::<Outbound>(v.clone()).unwrap();
+        let extra = v["outbox"][0].clone();
+        v["outbox"].as_array_mut().unwrap().push(extra);
+        let e = serde_json::from_value::<Outbound>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outbox over 64"), "{e}");
+
+        // Channels are keyed by agent IDs, read as strictly as anywhere.
+        let mut chans: Channels<u64> = Channels::new();
+        chans.admit(id(1), None);
+        let mut v = serde_json::to_value(&chans).unwrap();
+        let peers = v["peers"].as_object_mut().unwrap();
+        let (k, c) = peers
+            .iter()
+            .next()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .unwrap();
+        peers.remove(&k);
+        peers.insert(k.to_uppercase(), c);
+        let e = serde_json::from_value::<Channels<u64>>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid agent id"), "{e}");
+    }
+
+    #[test]
+    fn ack_floor_is_one_millisecond_before_the_first_resent() {
+        let mut out = Outbound::new();
+        // seq 2 was created with a sub-millisecond part: the floor is still
+        // strictly before it, written in milliseconds.
+        out.record(&header(1, None, h(1, "c"), t(1)), json!({"seq": 1}));
+        out.record(
+            &header(2, Some(h(1, "c")), h(2, "c"), tn(2, 500_000)),
+            json!({"seq": 2}),
+        );
+        let (ack, resent) = out.ack(&h(1, "e"), 1, t(50));
+        assert_eq!(resent, vec![&json!({"seq": 2})]);
+        assert_eq!(ack["floor"], "2026-10-08T00:00:01.999Z");
+        let ack = RestoredAck::parse(&ack).unwrap();
+        assert_eq!(ack.floor, tn(1, 999_000_000));
+        // The restored side takes the resent envelope, not one at the floor.
+        let mut inb: Inbound<u64> = Inbound::new();
+        delivered(inb.receive(&meta(1, None, h(1, "c"), t(1)), 1, true));
+        inb.on_restored_ack(&ack);
+        assert_eq!(
+            inb.receive(&meta(2, Some(h(1, "c")), h(2, "x"), ack.floor), 0, true),
+            Decision::Duplicate
+        );
+        assert_eq!(
+            delivered(inb.receive(
+                &meta(2, Some(h(1, "c")), h(2, "c"), tn(2, 500_000)),
+                2,
+                true
+            )),
+            vec![2]
+        );
+
+        // Holding nothing after in_seq, the floor is just before the next
+        // envelope, sealed at `now` in whole seconds: that one is taken.
+        let now = tn(60, 700_000_000);
+        let (ack, resent) = out.ack(&h(1, "e"), 2, now);
+        assert!(resent.is_empty());
+        assert_eq!(ack["from_seq"], 3);
+        assert_eq!(ack["floor"], "2026-10-08T00:00:59.999Z");
+        let ack = RestoredAck::parse(&ack).unwrap();
+        inb.on_restored_ack(&ack);
+        let next = meta(3, Some(h(2, "c")), h(3, "c"), t(60));
+        assert_eq!(delivered(inb.receive(&next, 3, true)), vec![3]);
     }
 }

@@ -151,6 +151,12 @@ pub const CHANNEL_MAX_BUFFERED_PER_PEER: usize = 64;
 pub const CHANNEL_OUTBOX: usize = 64;
 /// §6.4.1: at most 3 restore notices per sender per day.
 pub const RESTORED_MAX_PER_DAY: usize = 3;
+/// §6.4.1: a notice's `backup_created` and an ack's `floor` are written with
+/// exactly this many fractional digits (milliseconds, `…T08:00:00.000Z`).
+pub const RESTORED_TIME_FRACTION_DIGITS: usize = 3;
+/// §6.4.1: an ack's `floor` is "just before" the first resent envelope's
+/// `created`: this many milliseconds before it.
+pub const RESTORED_FLOOR_BEFORE_MS: i64 = 1;
 
 /// §7.8: a group has at most 16 members.
 pub const GROUP_MAX_MEMBERS: usize = 16;

@@ -4,7 +4,9 @@
 //!
 //! Opening follows the order the spec and the threat model ask for: the raw
 //! size, then the ciphertext's base64 length, then the header's shape and
-//! times, then the signature, and only then decryption.
+//! times, then the signature, and only then decryption. The types enforce the
+//! last step: only [`verify`] makes a [`Verified`], and only a [`Verified`]
+//! is decrypted.
 
 use aes_gcm::aead::{Aead, Payload};
 use aes_gcm::{Aes256Gcm, KeyInit, Nonce};
@@ -88,6 +90,33 @@ impl Header {
     }
 }
 
+/// An envelope whose sizes, shape, times and signature [`verify`] checked.
+/// §6.4: sizes before signatures, signatures before decryption; so this is
+/// the only thing [`open_verified`] decrypts, and only [`verify`] and
+/// [`verify_value`] make one (a [`Header`] anyone can build is never enough).
+#[derive(Debug, Clone)]
+pub struct Verified {
+    header: Header,
+    envelope: Value,
+}
+
+impl Verified {
+    /// The signed header facts.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The envelope exactly as verified.
+    pub fn envelope(&self) -> &Value {
+        &self.envelope
+    }
+
+    /// The header and the envelope (to keep or forward, not to decrypt).
+    pub fn into_parts(self) -> (Header, Value) {
+        (self.header, self.envelope)
+    }
+}
+
 /// A verified, decrypted envelope.
 #[derive(Debug, Clone)]
 pub struct Opened {
@@ -155,13 +184,13 @@ pub fn seal(payload: &Value, p: &SealParams<'_>) -> Result<Value> {
 
 /// Checks everything that needs no secret key: sizes, shape, times and the
 /// signature (§6.4). Relays, bridges and `rdv proto verify` stop here.
-pub fn verify(raw: &[u8], now: Instant) -> Result<(Header, Value)> {
+pub fn verify(raw: &[u8], now: Instant) -> Result<Verified> {
     verify_for(raw, now, None)
 }
 
 /// [`verify`], refusing at once an envelope not addressed to `me` (when
 /// given): the recipient's own ID need not be decoded again.
-fn verify_for(raw: &[u8], now: Instant, me: Option<&AgentId>) -> Result<(Header, Value)> {
+fn verify_for(raw: &[u8], now: Instant, me: Option<&AgentId>) -> Result<Verified> {
     if raw.len() > ENVELOPE_MAX_BYTES {
         return Err(Error::TooLarge {
             what: "envelope",
@@ -169,15 +198,22 @@ fn verify_for(raw: &[u8], now: Instant, me: Option<&AgentId>) -> Result<(Header,
             limit: ENVELOPE_MAX_BYTES,
         });
     }
-    let v = canon::parse(raw, ENVELOPE_MAX_BYTES)?;
-    let header = verify_value_for(&v, now, me)?;
-    Ok((header, v))
+    let envelope = canon::parse(raw, ENVELOPE_MAX_BYTES)?;
+    let header = verify_value_for(&envelope, now, me)?;
+    Ok(Verified { header, envelope })
 }
 
-/// [`verify`] for an already parsed envelope.
-pub fn verify_value(v: &Value, now: Instant) -> Result<Header> {
-    verify_value_for(v, now, None)
+/// [`verify`] for an already parsed envelope (kept, as a copy, in the result).
+pub fn verify_value(v: &Value, now: Instant) -> Result<Verified> {
+    let header = verify_value_for(v, now, None)?;
+    Ok(Verified {
+        header,
+        envelope: v.clone(),
+    })
 }
+
+/// Why an envelope addressed to another agent is refused.
+const NOT_FOR_ME: &str = "envelope is not addressed to this agent";
 
 fn verify_value_for(v: &Value, now: Instant, me: Option<&AgentId>) -> Result<Header> {
     // §6.4: the ciphertext size is checked from the base64 length before
@@ -200,7 +236,7 @@ fn verify_value_for(v: &Value, now: Instant, me: Option<&AgentId>) -> Result<Hea
     let from = o.id("from")?;
     let to = match me {
         Some(me) if o.str("to")? == me.as_str() => me.clone(),
-        Some(_) => return Err(o.err("to", "envelope is not addressed to this agent")),
+        Some(_) => return Err(o.err("to", NOT_FOR_ME)),
         None => o.id("to")?,
     };
     let seq = o.positive("seq")? as u64;
@@ -253,17 +289,16 @@ fn verify_value_for(v: &Value, now: Instant, me: Option<&AgentId>) -> Result<Hea
 /// Opens an envelope addressed to `me`: [`verify`], then decrypts. The
 /// plaintext must be the canonical JSON of an object.
 pub fn open(raw: &[u8], me: &AgentKey, now: Instant) -> Result<Opened> {
-    let (header, v) = verify_for(raw, now, Some(me.id()))?;
-    open_verified(header, &v, me)
+    open_verified(verify_for(raw, now, Some(me.id()))?, me)
 }
 
-/// Decrypts an envelope [`verify`] already accepted.
-pub fn open_verified(header: Header, v: &Value, me: &AgentKey) -> Result<Opened> {
+/// Decrypts an envelope [`verify`] accepted, if it is addressed to `me`
+/// (§6.4: never before its signature is checked).
+pub fn open_verified(verified: Verified, me: &AgentKey) -> Result<Opened> {
+    let Verified { header, envelope } = verified;
+    let v = &envelope;
     if &header.to != me.id() {
-        return Err(Error::shape(
-            "to",
-            "envelope is not addressed to this agent",
-        ));
+        return Err(Error::shape("to", NOT_FOR_ME));
     }
     let content = v
         .get("content")
@@ -444,9 +479,11 @@ mod tests {
         // Even if a signature check were skipped, a changed header fails GCM.
         let (a, b) = keys();
         let env = seal_one(&a, &b, &json!({"type": "x"}));
-        let (mut h, v) = verify(&bytes(&env), t(NOW)).unwrap();
-        h.created_raw = "2026-10-08T00:00:01Z".into();
-        assert_eq!(open_verified(h, &v, &b).unwrap_err(), Error::Decrypt);
+        let (mut header, envelope) = verify(&bytes(&env), t(NOW)).unwrap().into_parts();
+        header.created_raw = "2026-10-08T00:00:01Z".into();
+        // Only this module can build a Verified by hand, as here.
+        let forged = Verified { header, envelope };
+        assert_eq!(open_verified(forged, &b).unwrap_err(), Error::Decrypt);
     }
 
     #[test]
@@ -588,7 +625,7 @@ mod tests {
         // Build an envelope whose plaintext is valid JSON but not canonical.
         let (a, b) = keys();
         let env = seal_one(&a, &b, &json!({"type": "x"}));
-        let (h, _) = verify(&bytes(&env), t(NOW)).unwrap();
+        let h = verify(&bytes(&env), t(NOW)).unwrap().into_parts().0;
         let esk = x25519_dalek::StaticSecret::from([9u8; 32]);
         let epk = x25519_dalek::PublicKey::from(&esk);
         let bx = b.id().x25519_public().unwrap();
@@ -608,5 +645,107 @@ mod tests {
         e["content"]["ciphertext"] = json!(base64(&ct));
         let e = sign::sign_value(e, &a).unwrap();
         assert!(open(&bytes(&e), &b, t(NOW)).is_err());
+    }
+
+    #[test]
+    fn tampered_envelope_never_yields_verified() {
+        // §6.4: every member outside sig, content included, is signed, so no
+        // edit without the sender's key gets a Verified (and so a decryption).
+        let (a, b) = keys();
+        let env = seal_one(&a, &b, &json!({"type": "x"}));
+        let other = seal_one(&a, &b, &json!({"type": "y"}));
+        let mallory = AgentKey::from_seed([7; 32]);
+        type Edit<'a> = Box<dyn Fn(&mut Value) + 'a>;
+        let edits: Vec<(&str, Edit<'_>)> = vec![
+            (
+                "from",
+                Box::new(|e| e["from"] = json!(mallory.id().as_str())),
+            ),
+            ("to", Box::new(|e| e["to"] = json!(mallory.id().as_str()))),
+            (
+                "created",
+                Box::new(|e| e["created"] = json!("2026-10-08T00:00:01Z")),
+            ),
+            ("ttl", Box::new(|e| e["ttl"] = json!("47h"))),
+            (
+                "seq and prev",
+                Box::new(|e| {
+                    e["seq"] = json!(2);
+                    e["prev"] = json!("a".repeat(64));
+                }),
+            ),
+            (
+                "epk",
+                Box::new(|e| e["content"]["epk"] = json!(base64(&[9; 32]))),
+            ),
+            (
+                "nonce",
+                Box::new(|e| e["content"]["nonce"] = json!(base64(&[4; 12]))),
+            ),
+            (
+                "ciphertext",
+                Box::new(|e| e["content"] = other["content"].clone()),
+            ),
+            ("sig", Box::new(|e| e["sig"] = other["sig"].clone())),
+        ];
+        for (name, edit) in edits {
+            let mut e = env.clone();
+            edit(&mut e);
+            assert_eq!(
+                verify(&bytes(&e), t(NOW)).unwrap_err(),
+                Error::BadSignature,
+                "{name} edited"
+            );
+            assert_eq!(
+                verify_value(&e, t(NOW)).unwrap_err(),
+                Error::BadSignature,
+                "{name} edited"
+            );
+            assert_eq!(
+                open(&bytes(&e), &b, t(NOW)).unwrap_err(),
+                if name == "to" {
+                    Error::shape("envelope.to", NOT_FOR_ME)
+                } else {
+                    Error::BadSignature
+                },
+                "{name} edited"
+            );
+        }
+        let v = verify(&bytes(&env), t(NOW)).unwrap();
+        assert_eq!(v.envelope(), &env);
+        assert_eq!(v.header().hash, sign::hash(&env).unwrap());
+        assert_eq!(
+            Value::Object(open_verified(v, &b).unwrap().payload),
+            json!({"type": "x"})
+        );
+    }
+
+    #[test]
+    fn open_verified_refuses_an_envelope_for_someone_else() {
+        let (a, b) = keys();
+        let carol = AgentKey::from_seed([3; 32]);
+        let env = seal_one(&a, &b, &json!({"type": "x"}));
+        // A relay's verify knows no recipient: the envelope verifies...
+        let v = verify(&bytes(&env), t(NOW)).unwrap();
+        assert_eq!(&v.header().to, b.id());
+        // ...and opening it as carol is refused for the address, before any
+        // decryption is tried (that would be Error::Decrypt).
+        assert_eq!(
+            open_verified(v.clone(), &carol).unwrap_err(),
+            Error::Shape {
+                field: "to".into(),
+                reason: "envelope is not addressed to this agent".into()
+            }
+        );
+        assert_eq!(
+            open_verified(verify_value(&env, t(NOW)).unwrap(), &a).unwrap_err(),
+            Error::shape("to", NOT_FOR_ME),
+            "nor by its sender"
+        );
+        assert_eq!(
+            open(&bytes(&env), &carol, t(NOW)).unwrap_err(),
+            Error::shape("envelope.to", NOT_FOR_ME)
+        );
+        assert!(open_verified(v, &b).is_ok());
     }
 }

@@ -272,6 +272,15 @@ mod tests {
     }
 
     #[test]
+    fn id_serde_is_as_strict_as_parse() {
+        let id = key1().id().clone();
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(serde_json::from_str::<AgentId>(&text).unwrap(), id);
+        let e = serde_json::from_str::<AgentId>(&text.to_uppercase()).unwrap_err();
+        assert!(e.to_string().contains("invalid agent id"), "{e}");
+    }
+
+    #[test]
     fn x25519_forms_agree() {
         // The secret derived from the seed and the public key derived from the
         // Ed25519 key must be one key pair.

@@ -4,7 +4,7 @@
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::consts::ENVELOPE_MAX_TTL_SECS;
+use crate::consts::{ENVELOPE_MAX_TTL_SECS, RESTORED_TIME_FRACTION_DIGITS};
 use crate::error::{Error, Result};
 
 /// An instant, as every document carries it: an RFC 3339 string.
@@ -33,6 +33,44 @@ pub fn format_time(t: Instant) -> String {
         .replace_nanosecond(0)
         .unwrap_or(t);
     t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// `t` truncated to the millisecond: the instant [`format_time_ms`] writes,
+/// never later than `t`.
+pub fn truncate_ms(t: Instant) -> Instant {
+    let ms = t.nanosecond() / 1_000_000 * 1_000_000;
+    t.replace_nanosecond(ms).unwrap_or(t)
+}
+
+/// §6.4.1: RFC 3339 UTC with exactly three fractional digits and `Z`
+/// (`2026-10-20T08:00:00.000Z`), how restore notices and acks write times.
+/// Anything finer than a millisecond is truncated.
+pub fn format_time_ms(t: Instant) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    let whole = format_time(t);
+    let Some(base) = whole.strip_suffix('Z') else {
+        return whole;
+    };
+    let digits = RESTORED_TIME_FRACTION_DIGITS;
+    let frac = t.nanosecond() / 10u32.pow(9 - digits as u32);
+    format!("{base}.{frac:0digits$}Z")
+}
+
+/// §6.4.1: a restore notice's or ack's time, read strictly: whole seconds
+/// (`…T08:00:00Z`) or exactly three fractional digits (`…T08:00:00.000Z`),
+/// otherwise as [`parse_time`].
+pub fn parse_time_ms(field: &str, s: &str) -> Result<Instant> {
+    const WHOLE_LEN: usize = "2026-10-20T08:00:00Z".len();
+    let fraction_len = 1 + RESTORED_TIME_FRACTION_DIGITS;
+    let ok = s.len() == WHOLE_LEN
+        || (s.len() == WHOLE_LEN + fraction_len && s.as_bytes().get(WHOLE_LEN - 1) == Some(&b'.'));
+    if !ok {
+        return Err(Error::shape(
+            field,
+            "must be YYYY-MM-DDTHH:MM:SS.fffZ (or whole seconds)",
+        ));
+    }
+    parse_time(field, s)
 }
 
 /// Unix seconds to an instant.
@@ -150,6 +188,53 @@ mod tests {
             "2026-13-01T00:00:00Z",
         ] {
             assert!(parse_time("t", bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn restore_times_are_written_in_milliseconds() {
+        let t = parse_time("t", "2026-10-20T08:00:00Z").unwrap();
+        assert_eq!(format_time_ms(t), "2026-10-20T08:00:00.000Z");
+        let fine = t + time::Duration::nanoseconds(1_234_567_891);
+        assert_eq!(format_time_ms(fine), "2026-10-20T08:00:01.234Z");
+        assert_eq!(
+            truncate_ms(fine),
+            parse_time("t", "2026-10-20T08:00:01.234Z").unwrap()
+        );
+        let offset = fine.to_offset(time::UtcOffset::from_hms(2, 0, 0).unwrap());
+        assert_eq!(format_time_ms(offset), "2026-10-20T08:00:01.234Z");
+        assert_eq!(
+            parse_time_ms("f", &format_time_ms(fine)).unwrap(),
+            truncate_ms(fine)
+        );
+    }
+
+    #[test]
+    fn restore_times_read_whole_seconds_or_milliseconds_only() {
+        let t = parse_time("t", "2026-10-20T08:00:00Z").unwrap();
+        assert_eq!(parse_time_ms("f", "2026-10-20T08:00:00.000Z").unwrap(), t);
+        assert_eq!(parse_time_ms("f", "2026-10-20T08:00:00Z").unwrap(), t);
+        assert_eq!(
+            parse_time_ms("f", "2026-10-20T08:00:00.250Z").unwrap(),
+            t + time::Duration::milliseconds(250)
+        );
+        for bad in [
+            "2026-10-20T08:00:00.5Z",
+            "2026-10-20T08:00:00.25Z",
+            "2026-10-20T08:00:00.0000Z",
+            "2026-10-20T08:00:00.000000Z",
+            "2026-10-20T08:00:00.000+00:00",
+            "2026-10-20T08:00:00.000z",
+            "2026-10-20t08:00:00.000Z",
+            "2026-10-20T08:00:00,000Z",
+            "2026-10-20T08:00:00.0a0Z",
+            "2026-10-20 08:00:00.000Z",
+            "2026-10-20T08:00:60.000Z",
+        ] {
+            assert!(
+                matches!(parse_time_ms("f", bad), Err(Error::Shape { field, .. }) if field == "f"),
+                "{bad:?} accepted"
+            );
         }
     }
 }

@@ -40,6 +40,7 @@ pub fn generate() -> Result<Vec<(&'static str, Value)>> {
         ("nostr", nostr_vectors()?),
         ("documents", document_vectors()?),
         ("mail", mail_vectors()?),
+        ("restore", restore_vectors()?),
     ];
     Ok(out)
 }
@@ -677,16 +678,192 @@ fn mail_vectors() -> Result<Value> {
     }))
 }
 
+/// §6.4.1: a restore seen from both sides, every envelope sealed for real.
+/// Alice (seed 1) wrote seq 1–3 to Bob (seed 2); Bob's backup holds her seq 1
+/// and his own seq 1 to her. Restored, Bob sends the notice on a new epoch;
+/// Alice answers with the ack in her seq 4 and resends seq 2–3. Times in the
+/// payloads are milliseconds; whole seconds are read too, other fractions not.
+fn restore_vectors() -> Result<Value> {
+    use crate::channel::{Inbound, Meta, Outbound};
+    use crate::doc::restored::{Restored, RestoredAck};
+
+    let (alice, bob) = (key(1)?, key(2)?);
+    let now = parse_time("now", NOW)?;
+    let t = |s: &str| parse_time("t", s);
+    let sealed = |from: &AgentKey,
+                  out: &mut Outbound,
+                  to: &AgentKey,
+                  payload: &Value,
+                  created: &str,
+                  fill: u8|
+     -> Result<Value> {
+        let (seq, prev) = out.next();
+        let prev = prev.map(str::to_string);
+        let env = envelope::seal(
+            payload,
+            &SealParams {
+                from,
+                to: to.id(),
+                seq,
+                prev: prev.as_deref(),
+                created: t(created)?,
+                ttl: "48h",
+                ephemeral: [fill; 32],
+                nonce: [fill.wrapping_add(1); 12],
+            },
+        )?;
+        let header = envelope::verify_value(&env, now)?.into_parts().0;
+        out.record(&header, env.clone());
+        Ok(env)
+    };
+    let meta = |env: &Value| -> Result<Meta> {
+        Ok(Meta::from(envelope::verify_value(env, now)?.header()))
+    };
+
+    let mut alice_out = Outbound::new();
+    let mut alice_chain = Vec::new();
+    for (i, created) in [
+        "2026-10-08T00:00:00Z",
+        "2026-10-08T00:00:10Z",
+        "2026-10-08T00:00:20Z",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let text = format!("note {}", i + 1);
+        let payload = json!({"type": "note", "text": text});
+        alice_chain.push(sealed(
+            &alice,
+            &mut alice_out,
+            &bob,
+            &payload,
+            created,
+            0x50 + i as u8,
+        )?);
+    }
+    let mut bob_out = Outbound::new();
+    let bob_first = sealed(
+        &bob,
+        &mut bob_out,
+        &alice,
+        &json!({"type": "note", "text": "hello alice"}),
+        "2026-10-08T00:00:05Z",
+        0x60,
+    )?;
+
+    // Bob restored at 00:30: his epoch jumps to the restore time in ms.
+    let restore_time = t("2026-10-08T00:30:00Z")?;
+    let backup_created = t("2026-10-08T00:00:06.500Z")?;
+    let notice = bob_out.restore(restore_time, 1, Some(backup_created));
+    let notice_env = sealed(
+        &bob,
+        &mut bob_out,
+        &alice,
+        &notice,
+        "2026-10-08T00:30:00Z",
+        0x61,
+    )?;
+    let notice_hash = sign::hash(&notice_env)?;
+    bob_out.record_notice(&notice_hash);
+
+    // Alice takes the notice and answers.
+    let mut alice_in: Inbound<()> = Inbound::new();
+    alice_in.receive(&meta(&bob_first)?, (), true);
+    let rebased = alice_in.on_restored(&meta(&notice_env)?, t("2026-10-08T00:30:05Z")?);
+    let ack_created = "2026-10-08T00:30:05Z";
+    let (ack, resent) = alice_out.ack(&notice_hash, 1, t(ack_created)?);
+    let resent: Vec<String> = resent.into_iter().map(sign::hash).collect::<Result<_>>()?;
+    let ack_env = sealed(&alice, &mut alice_out, &bob, &ack, ack_created, 0x53)?;
+
+    // Bob takes the ack once; Alice's seq 2 is newer than its floor.
+    let parsed = RestoredAck::parse(&ack)?;
+    let taken = bob_out.take_ack(&parsed);
+    let mut bob_in: Inbound<()> = Inbound::anchored(&meta(&alice_chain[0])?);
+    bob_in.on_restored_ack(&parsed);
+    let delivers = matches!(
+        bob_in.receive(&meta(&alice_chain[1])?, (), true),
+        crate::channel::Decision::Deliver { .. }
+    );
+    if rebased != crate::channel::RestoredDecision::Rebased || !taken || !delivers {
+        return Err(crate::Error::shape("vectors", "restore scenario"));
+    }
+
+    let read = |input: Value| -> Result<Value> {
+        let written = match input["type"].as_str() {
+            Some(crate::doc::restored::RESTORED_TYPE) => Restored::parse(&input)?.to_value(),
+            _ => RestoredAck::parse(&input)?.to_value(),
+        };
+        Ok(json!({"input": input, "written": written}))
+    };
+    let alice_first = sign::hash(&alice_chain[0])?;
+    let ack_with = |floor: Value| {
+        json!({"type": "rdv/restored-ack", "v": 1, "notice": notice_hash, "from_seq": 2,
+               "prev": alice_first, "floor": floor})
+    };
+    let notice_with = |backup: Value| json!({"type": "rdv/restored", "v": 1, "in_seq": 17, "backup_created": backup});
+    let accepted = vec![
+        read(notice_with(json!("2026-10-20T08:00:00.000Z")))?,
+        read(notice_with(json!("2026-10-20T08:00:00Z")))?,
+        read(notice_with(Value::Null))?,
+        read(ack_with(json!("2026-10-08T00:00:09.999Z")))?,
+        read(ack_with(json!("2026-10-08T00:00:09Z")))?,
+    ];
+    let mut invalid = Vec::new();
+    for (name, v) in [
+        ("backup_created", "2026-10-20T08:00:00.5Z"),
+        ("backup_created", "2026-10-20T08:00:00.000000Z"),
+        ("backup_created", "2026-10-20T10:00:00.000+02:00"),
+        ("backup_created", "2026-10-20T08:00:00.000z"),
+    ] {
+        invalid.push(json!({"name": format!("{name} {v}"), "payload": notice_with(json!(v))}));
+    }
+    for v in [
+        "2026-10-08T00:00:09.99Z",
+        "2026-10-08T00:00:09.9990Z",
+        "2026-10-08T00:00:09.999+00:00",
+    ] {
+        invalid.push(json!({"name": format!("floor {v}"), "payload": ack_with(json!(v))}));
+    }
+    invalid.push(json!({"name": "floor null", "payload": ack_with(Value::Null)}));
+    invalid.push(json!({"name": "backup_created missing",
+                        "payload": {"type": "rdv/restored", "v": 1, "in_seq": 17}}));
+
+    Ok(json!({
+        "description": "§6.4.1: a restore from both sides. `alice_chain` (seed 1 to seed 2, seq 1–3) is Alice's outbox; `bob_first` is Bob's seq 1 to Alice, the last he sent before his backup (`backup_created`), which holds Alice's seq 1. Restored at `restore_time`, Bob sends `notice` first, in `notice_envelope` (seq = restore time in ms, prev = hash of bob_first). Alice answers with `ack` in `ack_envelope` (her seq 4) and resends the envelopes whose hashes are `resend`; `floor` is 1 ms before the created of the first resent one (her seq 2). backup_created and floor are written with exactly three fractional digits; `accepted[].input` parse and are written as `written`; every `invalid[].payload` must be refused.",
+        "now": NOW,
+        "alice_seed": SEEDS[1],
+        "bob_seed": SEEDS[2],
+        "alice_chain": alice_chain,
+        "bob_first": bob_first,
+        "restore_time": crate::time::format_time_ms(restore_time),
+        "notice": notice,
+        "notice_envelope": notice_env,
+        "notice_hash": notice_hash,
+        "ack": ack,
+        "ack_envelope": ack_env,
+        "resend": resent,
+        "accepted": accepted,
+        "invalid": invalid,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The committed files are exactly what this code generates.
+    /// The committed files are exactly what this code generates. With
+    /// `RDV_WRITE_VECTORS=1` it writes them instead, as `rdv proto vectors`.
     #[test]
     fn committed_vectors_are_current() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/test-vectors");
+        let write = std::env::var_os("RDV_WRITE_VECTORS").is_some();
         for (name, v) in generate().unwrap() {
             let path = dir.join(format!("{name}.json"));
+            if write {
+                let text = serde_json::to_string_pretty(&v).unwrap() + "\n";
+                std::fs::write(&path, text).unwrap();
+                continue;
+            }
             let text = std::fs::read_to_string(&path).unwrap_or_else(|_| {
                 panic!(
                     "{} missing: run `rdv proto vectors --out docs/test-vectors`",
@@ -742,6 +919,45 @@ mod tests {
                 "{}",
                 c["name"]
             );
+        }
+    }
+
+    /// The restore envelopes open to their payloads; accepted payloads are
+    /// written as given, invalid ones refused; the floor is seq 2's created
+    /// minus 1 ms.
+    #[test]
+    fn restore_vectors_check() {
+        use crate::doc::restored::{Restored, RestoredAck};
+        let v = restore_vectors().unwrap();
+        let now = parse_time("now", NOW).unwrap();
+        let open = |env: &Value, k: usize| {
+            envelope::open(&canon::to_vec(env).unwrap(), &key(k).unwrap(), now).unwrap()
+        };
+        let notice = open(&v["notice_envelope"], 1);
+        assert_eq!(Value::Object(notice.payload), v["notice"]);
+        assert_eq!(notice.header.seq, 1_791_419_400_000);
+        assert_eq!(v["notice"]["backup_created"], "2026-10-08T00:00:06.500Z");
+        let ack = open(&v["ack_envelope"], 2);
+        assert_eq!(Value::Object(ack.payload), v["ack"]);
+        assert_eq!(v["ack"]["floor"], "2026-10-08T00:00:09.999Z");
+        assert_eq!(v["alice_chain"][1]["created"], "2026-10-08T00:00:10Z");
+        assert_eq!(v["resend"].as_array().unwrap().len(), 2);
+        for c in v["accepted"].as_array().unwrap() {
+            let written = if c["input"]["type"] == "rdv/restored" {
+                Restored::parse(&c["input"]).unwrap().to_value()
+            } else {
+                RestoredAck::parse(&c["input"]).unwrap().to_value()
+            };
+            assert_eq!(written, c["written"]);
+        }
+        for c in v["invalid"].as_array().unwrap() {
+            let p = &c["payload"];
+            let refused = if p["type"] == "rdv/restored" {
+                Restored::parse(p).is_err()
+            } else {
+                RestoredAck::parse(p).is_err()
+            };
+            assert!(refused, "{} accepted", c["name"]);
         }
     }
 

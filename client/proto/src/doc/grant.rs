@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::consts::{
-    EXT_MEETINGS, GRANT_MAX_AHEAD_SECS, INVOKE_MAX_KEYS, INVOKE_MAX_URI_LEN, TIERS,
+    EXT_MEETING_CANCEL, EXT_MEETINGS, GRANT_MAX_AHEAD_SECS, INVOKE_MAX_KEYS, INVOKE_MAX_URI_LEN,
+    TIERS,
 };
 use crate::error::{Error, Result};
 use crate::keys::{AgentId, AgentKey};
@@ -116,20 +117,40 @@ impl Scope {
         }
     }
 
-    /// Whether invoke lists `cap` (deny by default, no wildcard, §5.3).
+    /// The limits under which the grantee may invoke `cap`, or `None`: deny
+    /// by default, no wildcard (§5.3). Only invoke keys allow a capability,
+    /// except the meetings and meeting-cancel URIs (§5.3 migration, §7.4):
+    /// without invoke, `may_propose_meetings: true` allows both with default
+    /// limits; when invoke and the boolean disagree, neither is allowed.
     pub fn may_invoke(&self, cap: &str) -> Option<&InvokeLimits> {
-        self.invoke.as_ref().and_then(|i| i.get(cap))
+        /// What `may_propose_meetings: true` reads as: no limits given.
+        static BOOLEAN_MEETINGS: InvokeLimits = InvokeLimits {
+            max_frequency: None,
+            max_open: None,
+        };
+        let meeting_uri = cap == EXT_MEETINGS || cap == EXT_MEETING_CANCEL;
+        match &self.invoke {
+            None if meeting_uri && self.may_propose_meetings == Some(true) => {
+                Some(&BOOLEAN_MEETINGS)
+            }
+            None => None,
+            Some(_)
+                if meeting_uri
+                    && self.meetings_consistency() == MeetingsConsistency::Inconsistent =>
+            {
+                None
+            }
+            Some(inv) => inv.get(cap),
+        }
     }
 }
 
 /// §5.3 migration, §7.4: read invoke first (the meetings URI); without
 /// invoke fall back to may_propose_meetings; both present and disagreeing
-/// is the narrower, no meetings.
+/// is the narrower, no meetings. The same rule as
+/// `scope.may_invoke(EXT_MEETINGS)`.
 pub fn allows_meetings(scope: &Scope) -> bool {
-    match (&scope.invoke, scope.may_propose_meetings) {
-        (Some(inv), b) => inv.contains_key(EXT_MEETINGS) && b != Some(false),
-        (None, b) => b == Some(true),
-    }
+    scope.may_invoke(EXT_MEETINGS).is_some()
 }
 
 fn opt_bool<'a>(o: &mut Obj<'a>, key: &'a str) -> Result<Option<bool>> {
@@ -359,7 +380,6 @@ impl GrantBuilder {
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
-    use crate::consts::EXT_MEETING_CANCEL;
     use crate::doc::card::tests::card;
     use crate::doc::request::tests::REQ_ID;
     use crate::doc::resign;
@@ -774,5 +794,75 @@ pub(crate) mod tests {
             ),
             Err(Error::Expired)
         );
+    }
+
+    #[test]
+    fn may_invoke_reads_the_meetings_boolean_when_invoke_is_absent() {
+        let (m, mc) = (EXT_MEETINGS, EXT_MEETING_CANCEL);
+        let review = "https://rendezvous.nesher.co/ext/review/v1";
+        let default = Some(&InvokeLimits::default());
+        // §5.3: may_propose_meetings: true is invoke holding both meeting URIs.
+        let s = scope(json!({"may_propose_meetings": true, "max_frequency": "20/day"}));
+        assert_eq!(s.may_invoke(m), default);
+        assert_eq!(s.may_invoke(mc), default);
+        assert!(s.allows_meetings());
+        // Only the meeting URIs: anything else needs an invoke key.
+        for other in [
+            review,
+            crate::consts::EXT_GROUPS,
+            "https://rendezvous.nesher.co/ext/tasks/v1",
+        ] {
+            assert_eq!(s.may_invoke(other), None, "{other}");
+        }
+        for s in [
+            scope(json!({"may_propose_meetings": false})),
+            scope(json!({})),
+        ] {
+            assert_eq!(s.may_invoke(m), None);
+            assert_eq!(s.may_invoke(mc), None);
+        }
+    }
+
+    #[test]
+    fn may_invoke_reads_invoke_first() {
+        let (m, mc) = (EXT_MEETINGS, EXT_MEETING_CANCEL);
+        let review = "https://rendezvous.nesher.co/ext/review/v1";
+        let two = InvokeLimits {
+            max_frequency: None,
+            max_open: Some(2),
+        };
+        // Consistent: invoke's own limits, and only what it lists.
+        let s = scope(json!({"invoke": {m: {"max_open": 2}}, "may_propose_meetings": true}));
+        assert_eq!(s.may_invoke(m), Some(&two));
+        assert_eq!(s.may_invoke(mc), None, "invoke is read, not the boolean");
+        // No boolean beside invoke (it breaks "MUST also write"): invoke is read.
+        let s = scope(json!({"invoke": {m: {}, mc: {}}}));
+        assert_eq!(s.may_invoke(m), Some(&InvokeLimits::default()));
+        assert_eq!(s.may_invoke(mc), Some(&InvokeLimits::default()));
+        // Both false and absent from invoke: no meetings, other keys still read.
+        let s = scope(json!({"invoke": {review: {}}, "may_propose_meetings": false}));
+        assert_eq!(s.may_invoke(m), None);
+        assert_eq!(s.may_invoke(review), Some(&InvokeLimits::default()));
+    }
+
+    #[test]
+    fn may_invoke_allows_no_meetings_when_invoke_and_boolean_disagree() {
+        let (m, mc) = (EXT_MEETINGS, EXT_MEETING_CANCEL);
+        let review = "https://rendezvous.nesher.co/ext/review/v1";
+        for s in [
+            // invoke lists meetings, the boolean says no.
+            json!({"invoke": {m: {}, mc: {}, review: {}}, "may_propose_meetings": false}),
+            // The boolean says yes, invoke does not list meetings.
+            json!({"invoke": {mc: {}, review: {}}, "may_propose_meetings": true}),
+            json!({"invoke": {review: {}}, "may_propose_meetings": true}),
+        ] {
+            let s = scope(s);
+            assert_eq!(s.meetings_consistency(), MeetingsConsistency::Inconsistent);
+            assert_eq!(s.may_invoke(m), None, "{:?}", s.raw);
+            assert_eq!(s.may_invoke(mc), None, "{:?}", s.raw);
+            assert!(!s.allows_meetings());
+            // Other capabilities are not the meetings' business.
+            assert_eq!(s.may_invoke(review), Some(&InvokeLimits::default()));
+        }
     }
 }

@@ -1,14 +1,14 @@
 //! The restore notice and its ack (§6.4.1). Unsigned payloads: the envelope
 //! authenticates them. Strict shapes, unknown members refused; acting on them
-//! is the channel's business.
+//! is the channel's business. Their times are written in milliseconds, as in
+//! §6.4.1's example, and read in that form or in whole seconds.
 
 use serde_json::{Value, json};
 
 use crate::error::Result;
-use crate::time::Instant;
+use crate::time::{Instant, format_time_ms, parse_time_ms};
 
 use super::obj::Obj;
-use super::{opt_time_value, time_value};
 
 pub const RESTORED_TYPE: &str = "rdv/restored";
 pub const RESTORED_ACK_TYPE: &str = "rdv/restored-ack";
@@ -18,6 +18,7 @@ pub const RESTORED_ACK_TYPE: &str = "rdv/restored-ack";
 pub struct Restored {
     /// The last seq the restored side holds as accepted from the peer (≥ 0).
     pub in_seq: u64,
+    /// When the backup was made; written in milliseconds, finer parts dropped.
     pub backup_created: Option<Instant>,
 }
 
@@ -30,8 +31,10 @@ impl Restored {
         if n < 0 {
             return Err(o.err("in_seq", "must be an integer ≥ 0"));
         }
-        o.req("backup_created")?;
-        let backup_created = o.opt_time("backup_created")?;
+        let backup_created = match o.req("backup_created")? {
+            Value::Null => None,
+            _ => Some(parse_time_ms("backup_created", o.str("backup_created")?)?),
+        };
         o.deny_unknown()?;
         Ok(Self {
             in_seq: n as u64,
@@ -44,7 +47,7 @@ impl Restored {
             "type": RESTORED_TYPE,
             "v": 1,
             "in_seq": self.in_seq,
-            "backup_created": opt_time_value(self.backup_created),
+            "backup_created": self.backup_created.map(format_time_ms),
         })
     }
 }
@@ -58,6 +61,7 @@ pub struct RestoredAck {
     pub from_seq: u64,
     /// Hash of the envelope before `from_seq`, or none.
     pub prev: Option<String>,
+    /// Envelopes not newer than this are replays; written in milliseconds.
     pub floor: Instant,
 }
 
@@ -72,7 +76,7 @@ impl RestoredAck {
             Value::Null => None,
             _ => Some(o.hash("prev")?.to_string()),
         };
-        let floor = o.time("floor")?;
+        let floor = parse_time_ms("floor", o.str("floor")?)?;
         o.deny_unknown()?;
         Ok(Self {
             notice,
@@ -89,7 +93,7 @@ impl RestoredAck {
             "notice": self.notice,
             "from_seq": self.from_seq,
             "prev": self.prev,
-            "floor": time_value(self.floor),
+            "floor": format_time_ms(self.floor),
         })
     }
 }
@@ -175,5 +179,53 @@ mod tests {
             matches!(bad(&|v| v["floor"] = Value::Null), Error::Shape { field, .. } if field == "floor")
         );
         assert_eq!(bad(&|v| v["x"] = json!(1)), Error::UnknownField("x".into()));
+    }
+
+    #[test]
+    fn times_are_written_in_milliseconds_as_in_the_spec() {
+        // §6.4.1's example, byte for byte.
+        let spec = json!({"type": "rdv/restored", "v": 1, "in_seq": 17, "backup_created": "2026-10-20T08:00:00.000Z"});
+        let r = Restored::parse(&spec).unwrap();
+        assert_eq!(r.backup_created, Some(t("2026-10-20T08:00:00Z")));
+        assert_eq!(r.to_value(), spec);
+        // Whole seconds (what we wrote before) still read, written back in ms.
+        let mut old = spec.clone();
+        old["backup_created"] = json!("2026-10-20T08:00:00Z");
+        assert_eq!(Restored::parse(&old).unwrap().to_value(), spec);
+        let a = RestoredAck {
+            notice: "a".repeat(64),
+            from_seq: 9,
+            prev: Some("b".repeat(64)),
+            floor: t("2026-10-20T07:59:59.999Z"),
+        };
+        let v = a.to_value();
+        assert_eq!(v["floor"], "2026-10-20T07:59:59.999Z");
+        assert_eq!(RestoredAck::parse(&v).unwrap(), a);
+        let mut whole = v.clone();
+        whole["floor"] = json!("2026-10-20T08:00:00Z");
+        assert_eq!(
+            RestoredAck::parse(&whole).unwrap().to_value()["floor"],
+            "2026-10-20T08:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn other_fractions_are_refused() {
+        for bad in [
+            "2026-10-20T08:00:00.5Z",
+            "2026-10-20T08:00:00.000000Z",
+            "2026-10-20T10:00:00.000+02:00",
+        ] {
+            let mut r = json!({"type": "rdv/restored", "v": 1, "in_seq": 1, "backup_created": bad});
+            assert!(
+                matches!(Restored::parse(&r), Err(Error::Shape { field, .. }) if field == "backup_created"),
+                "{bad}"
+            );
+            r = json!({"type": "rdv/restored-ack", "v": 1, "notice": "a".repeat(64), "from_seq": 1, "prev": null, "floor": bad});
+            assert!(
+                matches!(RestoredAck::parse(&r), Err(Error::Shape { field, .. }) if field == "floor"),
+                "{bad}"
+            );
+        }
     }
 }
