@@ -1,0 +1,98 @@
+//! What the agent tells its human: the typed event stream every front-end
+//! reads (the CLI's inbox, the MCP server's `rdv_inbox`). Peer-written text
+//! is always [`UntrustedPeerText`] (§5.6); everything else is a validated
+//! field.
+
+use rdv_proto::AgentId;
+use serde::{Deserialize, Serialize};
+
+use crate::peer_text::UntrustedPeerText;
+
+/// One event for the human, as stored in the inbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// Someone asks for contact (§5.1); the owner decides.
+    ContactRequest {
+        request_id: String,
+        from: AgentId,
+        fingerprint: String,
+        binding: String,
+        /// `topic` (a probe on one of our addresses) or `envelope`.
+        via: String,
+        /// The address the probe named, for a topic probe.
+        address: Option<String>,
+        greeting: UntrustedPeerText,
+    },
+    /// An answer to our topic probe: a candidate until the owner confirms
+    /// it after seeing the fingerprint (§5.3).
+    ContactCandidate {
+        request_id: String,
+        grantor: AgentId,
+        fingerprint: String,
+        address: String,
+    },
+    /// Answers over the 16-candidate cap were dropped (§5.3): the real
+    /// answer may be among them; redo the contact by card.
+    CandidatesDropped { request_id: String, dropped: u64 },
+    /// A new contact.
+    Contact {
+        id: AgentId,
+        fingerprint: String,
+        label: Option<String>,
+        binding: String,
+        /// `granted` (our owner granted their request) or `accepted` (they
+        /// granted ours) or `confirmed` (our owner confirmed a probe answer).
+        how: String,
+    },
+    /// A free message from a contact.
+    Message {
+        from: AgentId,
+        label: Option<String>,
+        seq: u64,
+        /// The payload's `type`, a validated token.
+        payload_type: String,
+        /// The whole payload, as canonical JSON: peer-written.
+        payload: UntrustedPeerText,
+    },
+    /// A contact ended: `peer` (their revoke), `owner`, or `abuse`
+    /// (over the grant's max_frequency, §5.3, §10).
+    Revoked { id: AgentId, by: String },
+    /// What a contact's human now lets us do (§5.3 reverse grant).
+    ReverseGrant {
+        id: AgentId,
+        tier: String,
+        may_propose_meetings: bool,
+        invoke: Vec<String>,
+    },
+    /// A contact sent its new card (§4.3); nothing the humans set changed.
+    CardUpdated { id: AgentId },
+    /// A card-update was dropped (§4.3): older, or failing a check.
+    CardUpdateRefused { id: AgentId, reason: String },
+    /// A contact forked or rolled back its chain (§6.4): its envelopes are
+    /// refused until the owner runs `rdv contact resync`.
+    Forked {
+        id: AgentId,
+        seq: u64,
+        reason: String,
+    },
+    /// A contact restored its agent from a backup (§6.4.1).
+    Restored { id: AgentId },
+    /// A delivery found no carrier that took it.
+    DeliveryFailed {
+        delivery: String,
+        to: Option<AgentId>,
+        reason: String,
+    },
+    /// A relay refused our event (§6.2); it is cooled down for a while.
+    RelayRefused {
+        relay: String,
+        refusal: String,
+        message: UntrustedPeerText,
+    },
+    /// A payload from a peer was dropped, and why.
+    Dropped {
+        from: Option<AgentId>,
+        reason: String,
+    },
+}

@@ -1,0 +1,23 @@
+//! The Rendezvous agent as a sans-I/O state machine (SPEC §4–§7).
+//!
+//! Inputs are inbound carrier events, the human's decisions, commands and
+//! timer ticks; the clock and randomness are passed in. Outputs are the
+//! writes the store commits first and the effects the runtime then carries
+//! out. No socket, file or clock inside.
+
+pub mod agent;
+pub mod backup;
+pub mod command;
+pub mod consent;
+pub mod error;
+pub mod event;
+pub mod inbound;
+pub mod peer_text;
+pub mod phrase;
+pub mod record;
+pub mod state;
+
+pub use agent::{Agent, Ctx, Effect, Input, Output, PublishOutcome, Subscriptions};
+pub use command::{Command, RequestTo, Setup};
+pub use error::{Error, Result};
+pub use event::Event;

@@ -1,0 +1,91 @@
+//! What the store keeps: the core's state as records, and the writes one
+//! input makes. The store knows nothing of their meaning; it commits each
+//! input's writes in one transaction before any of its effects leaves
+//! (§7 persistence).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which part of the state a record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Table {
+    /// The owner's profile: addresses, relays, the signed card, policy.
+    Profile,
+    /// Contacts by agent ID: their card, both grants, label, binding, counters.
+    Contact,
+    /// Requests waiting for the owner, by request id.
+    Pending,
+    /// Our own requests and probes, with their candidates, by request id.
+    Outgoing,
+    /// Blocked agent IDs.
+    Blocked,
+    /// Inbound channel state per sender (§6.4).
+    ChannelIn,
+    /// Outbound channel state per peer, with its outbox (§7).
+    ChannelOut,
+    /// Events still to be delivered, with their carriers and attempts.
+    Delivery,
+    /// Document ids seen, for replay protection (§5.4).
+    Seen,
+    /// Per-relay health: last success, last refusal, cool-down.
+    RelayHealth,
+    /// When each address was last probed (§5.2.1: one per 30 days).
+    ProbeLog,
+    /// Cards found or imported that are not contacts yet, by agent ID.
+    KnownCard,
+}
+
+impl Table {
+    pub const ALL: [Table; 12] = [
+        Table::Profile,
+        Table::Contact,
+        Table::Pending,
+        Table::Outgoing,
+        Table::Blocked,
+        Table::ChannelIn,
+        Table::ChannelOut,
+        Table::Delivery,
+        Table::Seen,
+        Table::RelayHealth,
+        Table::ProbeLog,
+        Table::KnownCard,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Table::Profile => "profile",
+            Table::Contact => "contact",
+            Table::Pending => "pending",
+            Table::Outgoing => "outgoing",
+            Table::Blocked => "blocked",
+            Table::ChannelIn => "channel_in",
+            Table::ChannelOut => "channel_out",
+            Table::Delivery => "delivery",
+            Table::Seen => "seen",
+            Table::RelayHealth => "relay_health",
+            Table::ProbeLog => "probe_log",
+            Table::KnownCard => "known_card",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// One stored record: a table, a key within it, and its JSON value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub table: Table,
+    pub key: String,
+    pub value: Value,
+}
+
+/// One write of an input: put a record, or delete it (`value` none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write {
+    pub table: Table,
+    pub key: String,
+    pub value: Option<Value>,
+}

@@ -1,0 +1,461 @@
+//! The agent's state: what the owner set up, the contact book, requests both
+//! ways, channels, deliveries still under way, and the replay and rate
+//! records. Everything is kept as [`Record`]s; [`State::take_writes`] gives
+//! the records an input changed, for the store to commit before any effect
+//! leaves (§7 persistence).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rdv_proto::channel::{Channels, Outbound};
+use rdv_proto::time::Instant;
+use rdv_proto::{AgentId, AgentKey};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::phrase::PhraseRecord;
+use crate::record::{Record, Table, Write};
+
+/// How a contact was found (§4.4 bindings), shown at consent time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Binding {
+    /// A topic probe or a public pointer: a lead, not a credential.
+    Claimed,
+    /// A DNS TXT record under the address's domain.
+    Dns,
+    /// A directory listing (self-asserted, so also a claim).
+    Directory,
+    /// The owner says the card came from a QR code or face to face.
+    InPerson,
+    /// The card was given to us (imported, or it came with a request to us).
+    Card,
+}
+
+impl Binding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Binding::Claimed => "claimed",
+            Binding::Dns => "dns",
+            Binding::Directory => "directory",
+            Binding::InPerson => "in-person",
+            Binding::Card => "card",
+        }
+    }
+}
+
+/// One of the owner's contact points. A private one is kept off the card
+/// and opens no topic (§4.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnAddress {
+    /// The canonical address (§4.6).
+    pub address: String,
+    pub public: bool,
+}
+
+/// What the owner set up with `rdv init` and changed since (§4.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub addresses: Vec<OwnAddress>,
+    /// Listening Nostr relays, in preference order.
+    pub relays: Vec<String>,
+    /// §4.4: publish the card on the address and ID topics.
+    pub public_pointer: bool,
+    /// §5.4: allow | block | prompt.
+    pub inbound: String,
+    /// Other rendezvous entries (ntfy, mqtt, email), as written on the card.
+    pub other_rendezvous: Vec<Value>,
+    /// The current signed card.
+    pub card: Value,
+    /// Cards this agent signed before the current one, newest last, so a
+    /// card-update also reaches relays a contact may still use (§4.3).
+    pub previous_relays: Vec<String>,
+    /// Addresses removed since they were last published on, so the newest
+    /// card supersedes the old one on their topics (§4.4).
+    pub removed_addresses: Vec<String>,
+    /// ws:// relays are taken (tests and local development only).
+    pub allow_ws: bool,
+    /// Configured directories (§4.5).
+    pub directories: Vec<String>,
+    /// Friend suggestions (§4.5: on by default).
+    pub suggest: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: Instant,
+}
+
+/// A grant as the side it concerns keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldGrant {
+    pub id: String,
+    pub tier: String,
+    pub scope: Value,
+    #[serde(with = "time::serde::rfc3339")]
+    pub ts: Instant,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires: Option<Instant>,
+}
+
+/// Whether a contact is current.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContactStatus {
+    Active,
+    Revoked,
+}
+
+/// A contact (§5.3). Direction matters: `granted_by_us` is what the peer may
+/// do towards us (our owner's grant), `granted_to_us` what we may do towards
+/// the peer (the peer's grant, or its reverse grant).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contact {
+    pub id: AgentId,
+    /// The newest card held (§4.3), signed.
+    pub card: Value,
+    /// The owner's own name for the contact: never taken from the peer.
+    pub label: Option<String>,
+    pub binding: Binding,
+    pub status: ContactStatus,
+    /// The grant that founded the contact (§5.3 grant_ref).
+    pub founding_grant: String,
+    /// Our owner's tier for the peer (starts at stranger on the requester side).
+    pub tier: String,
+    pub granted_by_us: Option<HeldGrant>,
+    pub granted_to_us: Option<HeldGrant>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub expires: Option<Instant>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: Instant,
+    /// Hash of our card last sent to this contact (§4.3 card updates).
+    pub card_sent: Option<String>,
+    /// Recent card-updates received, for the 20/hour bound (§4.3).
+    #[serde(default)]
+    pub card_updates: Vec<i64>,
+    /// Recent reverse grants received, for the 10/hour bound (§5.3).
+    #[serde(default)]
+    pub reverse_grants: Vec<i64>,
+    /// Recent messages received, for max_frequency (§5.3, §10).
+    #[serde(default)]
+    pub received: Vec<i64>,
+}
+
+/// How a request reached us.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "via")]
+pub enum Via {
+    /// A topic probe on the dtopic of one of our addresses (§4.4).
+    Topic { address: String },
+    /// An envelope addressed to our card.
+    Envelope,
+}
+
+/// A request waiting for the owner (§5.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pending {
+    pub request_id: String,
+    pub from: AgentId,
+    /// The signed request as received.
+    pub request: Value,
+    pub via: Via,
+    pub binding: Binding,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received: Instant,
+    /// The confirm phrase issued for it, hashed (§5.5), if any.
+    pub phrase: Option<PhraseRecord>,
+}
+
+/// What our own request was sent to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Target {
+    /// A known card: an encrypted request (§5.1).
+    Agent(AgentId),
+    /// An address: a cleartext topic probe (§4.4).
+    Address(String),
+}
+
+/// An answer to a topic probe, kept until the owner confirms it (§5.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Candidate {
+    pub grantor: AgentId,
+    /// The signed grant.
+    pub grant: Value,
+    /// The envelope that carried it: the anchor of the peer's chain if the
+    /// owner confirms (§6.4: a stranger's chain starts where we first see it).
+    pub anchor: rdv_proto::channel::Meta,
+    #[serde(with = "time::serde::rfc3339")]
+    pub received: Instant,
+}
+
+/// Our own request or probe (§5.1, §4.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outgoing {
+    pub request_id: String,
+    pub target: Target,
+    /// The owner's label for whoever answers (applied when it becomes a contact).
+    pub label: Option<String>,
+    pub greeting: String,
+    /// Binding the answer gets when it becomes a contact.
+    pub binding: Binding,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: Instant,
+    /// Probe answers (at most 16, one per grantor, §5.3).
+    pub candidates: Vec<Candidate>,
+    /// Answers over the cap, counted for the owner (§5.3).
+    pub dropped: u64,
+    /// Answered (a contact was made from it) or withdrawn.
+    pub closed: bool,
+}
+
+/// What a delivery carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Carry {
+    /// A sealed envelope to `to` (§6.4).
+    Envelope { to: AgentId, seq: u64 },
+    /// Our card on a topic (public pointer, §4.4).
+    Card { topic: String },
+    /// A topic probe (§4.4).
+    Probe { topic: String },
+}
+
+/// One carrier a delivery may take, in the recipient card's order (§6.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum Route {
+    Nostr { relays: Vec<String> },
+    Ntfy { server: String, topic: String },
+    Mqtt { url: String, topic: String },
+}
+
+/// A document on its way out, kept until a carrier takes it (§6.2: one OK
+/// from a relay is delivered).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Delivery {
+    pub id: String,
+    pub carry: Carry,
+    /// The document itself: the envelope, card or request.
+    pub doc: Value,
+    pub routes: Vec<Route>,
+    /// Which route is being tried.
+    pub route: usize,
+    /// Attempts on the current route.
+    pub attempts: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub next_at: Instant,
+    /// The latest Nostr created_at used, so a retry is always later (§6.2:
+    /// relays drop an equal or older event with the same d as a duplicate).
+    pub last_created_at: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: Instant,
+    /// Sent at the time of the attempt: waiting for its outcome.
+    pub in_flight: bool,
+}
+
+/// What we know of a relay (§6.2: cooled down after a refusal).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayHealth {
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_ok: Option<Instant>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub last_error_at: Option<Instant>,
+    /// blocked | rate-limited | restricted | unreachable | …
+    pub last_error_kind: Option<String>,
+    /// The relay's own words: untrusted text (§5.6).
+    pub last_error_message: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub cooldown_until: Option<Instant>,
+    pub failures: u32,
+}
+
+/// A card found by discovery or imported (§4.4), not yet a contact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnownCard {
+    pub card: Value,
+    pub binding: Binding,
+    #[serde(with = "time::serde::rfc3339")]
+    pub found: Instant,
+}
+
+/// A buffered inbound envelope (§7): its verified header facts and payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Held {
+    pub from: AgentId,
+    pub hash: String,
+    pub seq: u64,
+    pub payload: Value,
+}
+
+/// The whole state, and which records changed since the last commit.
+#[derive(Debug, Default)]
+pub struct State {
+    pub profile: Option<Profile>,
+    pub contacts: BTreeMap<AgentId, Contact>,
+    pub pending: BTreeMap<String, Pending>,
+    pub outgoing: BTreeMap<String, Outgoing>,
+    pub blocked: BTreeSet<AgentId>,
+    pub channels_in: Channels<Held>,
+    pub channels_out: BTreeMap<AgentId, Outbound>,
+    pub deliveries: BTreeMap<String, Delivery>,
+    /// Document ids seen (§5.4 replay protection), with when, in unix seconds.
+    pub seen: BTreeMap<String, i64>,
+    pub relay_health: BTreeMap<String, RelayHealth>,
+    /// When each address was last probed (§5.2.1), unix seconds.
+    pub probe_log: BTreeMap<String, i64>,
+    /// Cards found by discovery or imported, with how (§4.4 bindings).
+    pub known_cards: BTreeMap<AgentId, KnownCard>,
+    dirty: BTreeSet<(Table, String)>,
+}
+
+fn to_value<T: Serialize>(v: &T) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| Error::Store(format!("serializing state: {e}")))
+}
+
+fn from_value<T: DeserializeOwned>(r: &Record) -> Result<T> {
+    serde_json::from_value(r.value.clone()).map_err(|e| {
+        Error::Store(format!(
+            "stored {} record {:?} does not read: {e}",
+            r.table.as_str(),
+            r.key
+        ))
+    })
+}
+
+fn agent_key(r: &Record) -> Result<AgentId> {
+    AgentId::parse(&r.key)
+        .map_err(|e| Error::Store(format!("stored {} key: {e}", r.table.as_str())))
+}
+
+impl State {
+    /// Rebuilds the state from every stored record.
+    pub fn load(records: &[Record]) -> Result<State> {
+        let mut s = State::default();
+        for r in records {
+            match r.table {
+                Table::Profile => s.profile = Some(from_value(r)?),
+                Table::Contact => {
+                    s.contacts.insert(agent_key(r)?, from_value(r)?);
+                }
+                Table::Pending => {
+                    s.pending.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::Outgoing => {
+                    s.outgoing.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::Blocked => {
+                    s.blocked.insert(agent_key(r)?);
+                }
+                Table::ChannelIn => {
+                    let id = agent_key(r)?;
+                    s.channels_in.insert(id, from_value(r)?);
+                }
+                Table::ChannelOut => {
+                    s.channels_out.insert(agent_key(r)?, from_value(r)?);
+                }
+                Table::Delivery => {
+                    s.deliveries.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::Seen => {
+                    s.seen.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::RelayHealth => {
+                    s.relay_health.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::ProbeLog => {
+                    s.probe_log.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::KnownCard => {
+                    s.known_cards.insert(agent_key(r)?, from_value(r)?);
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// Marks one record as changed (or removed, if it is gone from the maps).
+    pub fn touch(&mut self, table: Table, key: impl Into<String>) {
+        self.dirty.insert((table, key.into()));
+    }
+
+    /// The writes for every record changed since the last call.
+    pub fn take_writes(&mut self) -> Result<Vec<Write>> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut out = Vec::with_capacity(dirty.len());
+        for (table, key) in dirty {
+            let value = self.record_value(table, &key)?;
+            out.push(Write { table, key, value });
+        }
+        Ok(out)
+    }
+
+    /// Drops the pending changes (an input that failed changes nothing).
+    pub fn has_changes(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    fn record_value(&self, table: Table, key: &str) -> Result<Option<Value>> {
+        let id = || AgentId::parse(key).ok();
+        Ok(match table {
+            Table::Profile => self.profile.as_ref().map(to_value).transpose()?,
+            Table::Contact => id()
+                .and_then(|i| self.contacts.get(&i))
+                .map(to_value)
+                .transpose()?,
+            Table::Pending => self.pending.get(key).map(to_value).transpose()?,
+            Table::Outgoing => self.outgoing.get(key).map(to_value).transpose()?,
+            Table::Blocked => id()
+                .filter(|i| self.blocked.contains(i))
+                .map(|_| Value::Bool(true)),
+            Table::ChannelIn => id()
+                .and_then(|i| self.channels_in.get(&i))
+                .map(to_value)
+                .transpose()?,
+            Table::ChannelOut => id()
+                .and_then(|i| self.channels_out.get(&i))
+                .map(to_value)
+                .transpose()?,
+            Table::Delivery => self.deliveries.get(key).map(to_value).transpose()?,
+            Table::Seen => self.seen.get(key).map(to_value).transpose()?,
+            Table::RelayHealth => self.relay_health.get(key).map(to_value).transpose()?,
+            Table::ProbeLog => self.probe_log.get(key).map(to_value).transpose()?,
+            Table::KnownCard => id()
+                .and_then(|i| self.known_cards.get(&i))
+                .map(to_value)
+                .transpose()?,
+        })
+    }
+
+    pub fn profile(&self) -> Result<&Profile> {
+        self.profile.as_ref().ok_or(Error::NoAgent)
+    }
+
+    /// A current (not revoked) contact.
+    pub fn contact(&self, id: &AgentId) -> Option<&Contact> {
+        self.contacts
+            .get(id)
+            .filter(|c| c.status == ContactStatus::Active)
+    }
+
+    /// Our own request by card to this agent, still open.
+    pub fn asked_by_card(&self, id: &AgentId) -> Option<&Outgoing> {
+        self.outgoing
+            .values()
+            .find(|o| !o.closed && o.target == Target::Agent(id.clone()))
+    }
+
+    /// The agent whose card carries `key`'s identity: our own.
+    pub fn is_me(key: &AgentKey, id: &AgentId) -> bool {
+        key.id() == id
+    }
+}

@@ -1,0 +1,245 @@
+//! A network of agents in memory: each node is a core agent whose writes
+//! are kept as records (and can be reloaded, as after a crash), and a relay
+//! that hands every published event to the nodes it concerns. No sockets:
+//! this is what the sans-I/O core buys.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use rdv_agent_core::record::{Record, Table};
+use rdv_agent_core::state::State;
+use rdv_agent_core::{Agent, Command, Ctx, Effect, Event, Input, Output, PublishOutcome, Setup};
+use rdv_proto::time::{Instant, parse_time};
+use rdv_proto::{AgentId, AgentKey};
+use serde_json::Value;
+
+pub const RELAY: &str = "wss://relay.test";
+
+pub fn t0() -> Instant {
+    parse_time("t", "2026-12-01T10:00:00Z").unwrap()
+}
+
+pub struct Node {
+    pub agent: Agent,
+    pub key: [u8; 32],
+    pub records: BTreeMap<(Table, String), Value>,
+    pub inbox: Vec<Event>,
+}
+
+impl Node {
+    pub fn new(seed: u8) -> Node {
+        let key = AgentKey::from_seed([seed; 32]);
+        Node {
+            agent: Agent::new(key, State::default()),
+            key: [seed; 32],
+            records: BTreeMap::new(),
+            inbox: Vec::new(),
+        }
+    }
+
+    pub fn id(&self) -> AgentId {
+        self.agent.id().clone()
+    }
+
+    /// Keeps an output's writes and events, as the store would.
+    pub fn keep(&mut self, out: &Output) {
+        for w in &out.writes {
+            match &w.value {
+                Some(v) => {
+                    self.records.insert((w.table, w.key.clone()), v.clone());
+                }
+                None => {
+                    self.records.remove(&(w.table, w.key.clone()));
+                }
+            }
+        }
+        self.inbox.extend(out.events.iter().cloned());
+    }
+
+    /// Rebuilds the agent from its records only (a restart, or a crash
+    /// after the last commit).
+    pub fn reload(&mut self) {
+        let recs: Vec<Record> = self
+            .records
+            .iter()
+            .map(|((t, k), v)| Record {
+                table: *t,
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        let state = State::load(&recs).unwrap();
+        self.agent = Agent::new(AgentKey::from_seed(self.key), state);
+    }
+
+    pub fn handle(&mut self, input: Input, now: Instant) -> rdv_agent_core::Result<Output> {
+        let mut rng = rand_core::OsRng;
+        let mut ctx = Ctx { now, rng: &mut rng };
+        let out = self.agent.handle(input, &mut ctx);
+        match out {
+            Ok(o) => {
+                self.keep(&o);
+                // Every later decision is made by the agent rebuilt from its
+                // records alone: what was not committed does not exist.
+                self.reload();
+                Ok(o)
+            }
+            Err(e) => {
+                // Nothing of a failed input is kept.
+                self.reload();
+                Err(e)
+            }
+        }
+    }
+
+    pub fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.inbox
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .filter(|v| v["kind"] == kind)
+            .collect()
+    }
+}
+
+pub fn setup(addresses: &[&str]) -> Setup {
+    Setup {
+        addresses: addresses.iter().map(|a| (a.to_string(), true)).collect(),
+        relays: vec![RELAY.to_string()],
+        public_pointer: true,
+        inbound: "prompt".into(),
+        other_rendezvous: Vec::new(),
+        allow_ws: false,
+        directories: Vec::new(),
+        suggest: true,
+    }
+}
+
+/// The nodes and what the relay holds.
+pub struct Net {
+    pub nodes: Vec<Node>,
+    pub now: Instant,
+    /// Every event the relay accepted (JSON).
+    pub log: Vec<Value>,
+    /// Relays that refuse everything, with the refusal.
+    pub down: bool,
+}
+
+impl Net {
+    pub fn new(n: usize) -> Net {
+        Net {
+            nodes: (0..n).map(|i| Node::new(i as u8 + 1)).collect(),
+            now: t0(),
+            log: Vec::new(),
+            down: false,
+        }
+    }
+
+    pub fn advance(&mut self, secs: i64) {
+        self.now += time::Duration::seconds(secs);
+    }
+
+    pub fn init(&mut self, i: usize, addresses: &[&str]) {
+        let now = self.now;
+        let out = self.nodes[i]
+            .handle(Input::Command(Command::Init(setup(addresses))), now)
+            .unwrap();
+        self.carry(i, out.effects);
+    }
+
+    /// A command on node `i`, its effects carried to quiescence.
+    pub fn cmd(&mut self, i: usize, c: Command) -> rdv_agent_core::Result<Value> {
+        let now = self.now;
+        let out = self.nodes[i].handle(Input::Command(c), now)?;
+        let reply = out.reply.clone().unwrap_or(Value::Null);
+        self.carry(i, out.effects);
+        Ok(reply)
+    }
+
+    /// Publishes what node `from` asked for; hands each event to every
+    /// node it is for; reports the outcome back.
+    pub fn carry(&mut self, from: usize, effects: Vec<Effect>) {
+        let mut queue: Vec<(usize, Effect)> = effects.into_iter().map(|e| (from, e)).collect();
+        let mut rounds = 0;
+        while let Some((src, e)) = queue.pop() {
+            rounds += 1;
+            assert!(rounds < 10_000, "the network does not settle");
+            let Effect::PublishNostr {
+                delivery,
+                event,
+                relays,
+            } = e
+            else {
+                continue;
+            };
+            let now = self.now;
+            let outcome = if self.down {
+                PublishOutcome::Unreachable {
+                    reason: "connection refused".into(),
+                }
+            } else {
+                PublishOutcome::Accepted
+            };
+            let outcomes = relays
+                .iter()
+                .map(|r| (r.clone(), outcome.clone()))
+                .collect();
+            let out = self.nodes[src]
+                .handle(Input::Published { delivery, outcomes }, now)
+                .unwrap();
+            queue.extend(out.effects.into_iter().map(|e| (src, e)));
+            if self.down {
+                continue;
+            }
+            let json = serde_json::to_value(&*event).unwrap();
+            self.log.push(json.clone());
+            let raw = serde_json::to_vec(&json).unwrap();
+            for i in 0..self.nodes.len() {
+                if i == src || !self.concerns(i, &json) {
+                    continue;
+                }
+                let out = self.nodes[i]
+                    .handle(
+                        Input::Nostr {
+                            relay: RELAY.into(),
+                            json: raw.clone(),
+                        },
+                        now,
+                    )
+                    .unwrap();
+                queue.extend(out.effects.into_iter().map(|e| (i, e)));
+            }
+        }
+    }
+
+    /// Whether node `i` is subscribed to this event (#p or #t).
+    pub fn concerns(&self, i: usize, ev: &Value) -> bool {
+        let Ok(subs) = self.nodes[i].agent.subscriptions() else {
+            return false;
+        };
+        ev["tags"].as_array().unwrap().iter().any(|t| {
+            (t[0] == "p" && t[1] == subs.p.as_str())
+                || (t[0] == "t" && subs.topics.iter().any(|x| t[1] == x.as_str()))
+        })
+    }
+
+    /// Feeds raw event JSON to node `i` as if a relay sent it.
+    pub fn inject(&mut self, i: usize, ev: &Value) -> Output {
+        let now = self.now;
+        let out = self.nodes[i]
+            .handle(
+                Input::Nostr {
+                    relay: RELAY.into(),
+                    json: serde_json::to_vec(ev).unwrap(),
+                },
+                now,
+            )
+            .unwrap();
+        let effects = out.effects.clone();
+        self.carry(i, effects);
+        out
+    }
+
+    pub fn card(&self, i: usize) -> Value {
+        self.nodes[i].agent.state.profile().unwrap().card.clone()
+    }
+}
