@@ -10,12 +10,61 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "rdv", version, about, long_about = None)]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Which home, and how to print.
+#[derive(Debug, Args, Clone)]
+pub struct Global {
+    /// The agent's home directory (default: $RDV_HOME, else
+    /// ~/.rendezvous/<profile>).
+    #[arg(long, global = true, env = "RDV_HOME")]
+    pub home: Option<std::path::PathBuf>,
+    /// The profile, a home under ~/.rendezvous (default: $RDV_PROFILE, else
+    /// "default").
+    #[arg(long, global = true, env = "RDV_PROFILE")]
+    pub profile: Option<String>,
+    /// Print one JSON object per line (peer-written text always inside
+    /// {"untrusted_peer_text": …}).
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create this profile's agent: a new key, its addresses and relays,
+    /// and its signed card (SPEC §4.1–§4.3).
+    Init(crate::agent_cli::InitArgs),
+    /// The addresses this agent can be found by (SPEC §4.4).
+    #[command(subcommand)]
+    Address(crate::agent_cli::AddressCommand),
+    /// The Nostr relays this agent listens on (SPEC §6.2).
+    #[command(subcommand)]
+    Relays(crate::agent_cli::RelaysCommand),
+    /// Show this agent's card (--qr for a terminal QR code), publish it, or
+    /// import someone else's (SPEC §4.3, §4.4).
+    Card(crate::agent_cli::CardArgs),
+    /// Find an agent by email, +phone or agent ID: public pointers on the
+    /// relays, DNS TXT, and the configured directories (SPEC §4.4, §4.5).
+    Discover(crate::agent_cli::DiscoverArgs),
+    /// Contacts and consent: request, pending, grant, confirm, decline,
+    /// revoke, block, label, resync, list (SPEC §5).
+    #[command(subcommand)]
+    Contact(crate::agent_cli::ContactCommand),
+    /// Send a contact a JSON payload, end-to-end encrypted (SPEC §6.4).
+    Send(crate::agent_cli::SendArgs),
+    /// What the agent received and decided, oldest first (--follow waits
+    /// for more).
+    Inbox(crate::agent_cli::InboxArgs),
+    /// Run the agent: subscribe on every carrier, answer probes by policy,
+    /// gate and order inbound, retry deliveries. Stops on Ctrl-C.
+    Listen,
+    /// Identity, relays and their health, contacts, pending requests, and
+    /// whether a process is listening.
+    Status,
     /// Wire-format conformance commands, for testing another implementation
     /// against this one byte for byte.
     ///

@@ -15,6 +15,15 @@ pub enum Error {
     /// Reading or writing a file failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The agent's home directory or its key file is missing, unsafe or malformed.
+    #[error("{0}")]
+    Home(String),
+    /// The agent refused a command (the message says why).
+    #[error("{0}")]
+    Agent(#[from] rdv_agent_core::Error),
+    /// The agent's database could not be opened, read or committed.
+    #[error("{0}")]
+    Store(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

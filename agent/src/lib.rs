@@ -1,15 +1,25 @@
 //! The Rendezvous agent library and the `rdv` command line.
 //!
-//! This issue brings the `rdv proto` conformance commands; the agent's
-//! contact book, transports and the other command groups build on the same
-//! protocol core (`rdv-proto`).
+//! Layers, bottom up: the protocol core (`rdv-proto`), the agent's rules
+//! as a sans-I/O state machine (`rdv-agent-core`), then here: the home and
+//! its key (`home`), the store that commits each input before its effects
+//! (`store`), the carriers (`transport`), the runtime that drives them
+//! (`runtime`, `discovery`), and the front-end (`cli`, `agent_cli`,
+//! `agent_cmd`; `rdv proto`, `rdv directory|bridge|gateway` for the services).
 
+pub mod agent_cli;
+pub mod agent_cmd;
 pub mod bridge_cmd;
 pub mod cli;
 pub mod conformance;
 pub mod directory_cmd;
+pub mod discovery;
 pub mod error;
 pub mod gateway_cmd;
+pub mod home;
+pub mod runtime;
+pub mod store;
 pub mod terminal;
+pub mod transport;
 
 pub use error::{Error, Result};

@@ -26,6 +26,38 @@ fn main() -> ExitCode {
             &args,
             &mut std::io::stdout().lock(),
         )),
+        agent => report(run_agent(agent, &cli.global)),
+    }
+}
+
+/// The agent's commands run on a tokio runtime (the relays, the store).
+fn run_agent(cmd: Command, g: &rdv_agent::cli::Global) -> rdv_agent::Result<()> {
+    init_tracing();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(rdv_agent::agent_cmd::run(cmd, g))
+}
+
+/// Logs go to stderr, as JSON lines when RDV_LOG_JSON is set; RDV_LOG
+/// sets the filter (default: warnings). Never a secret or peer content.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    // The Nostr SDK logs relay messages with their content: never shown.
+    let directives = format!(
+        "{},{}",
+        std::env::var("RDV_LOG").unwrap_or_else(|_| "warn".into()),
+        rdv_agent::transport::nostr::SDK_LOG_DIRECTIVE
+    );
+    let filter = EnvFilter::try_new(directives).unwrap_or_else(|_| EnvFilter::new("warn"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var_os("RDV_LOG_JSON").is_some() {
+        b.json().init();
+    } else {
+        b.init();
     }
 }
 
