@@ -178,6 +178,79 @@ pub enum ContactCommand {
     Resync { contact: String },
     /// Your contacts.
     List,
+    /// Ask a mailbox whether it has an agent, when topics stayed silent
+    /// (SPEC §5.2.1): your gateway mails a signed probe. At most one per
+    /// address per 30 days; opt-outs are honored. An answer (SYN-ACK) is a
+    /// candidate in `rdv contact pending`: confirm it with `rdv contact
+    /// confirm <request-id>`, which sends the ACK. Needs a proved mailbox
+    /// (`rdv mailbox add`) and `rdv listen` running to receive the answer.
+    ProbeMail {
+        /// Their email address.
+        address: String,
+        /// A short greeting (mailed in the clear).
+        #[arg(long, default_value = "")]
+        greeting: String,
+        /// Your name for whoever answers.
+        #[arg(long)]
+        label: Option<String>,
+        /// Which of your proved mailboxes it goes from (default: the first).
+        #[arg(long)]
+        from_mailbox: Option<String>,
+    },
+    /// Invite someone whose address showed no agent (SPEC §5.2.2): your
+    /// gateway mails a note from you, disclosed as sent by your assistant,
+    /// with a single-use token and an opt-out. Only on your command; one
+    /// pending invite per address, then a 30-day cooldown; opt-outs are
+    /// permanent.
+    Invite {
+        /// Their email address.
+        address: String,
+        /// Where you got the address (stated in the invite).
+        #[arg(long)]
+        source: String,
+        /// A personal note, the invite's first paragraph.
+        #[arg(long)]
+        note: Option<String>,
+        /// Which of your proved mailboxes it goes from (default: the first).
+        #[arg(long)]
+        from_mailbox: Option<String>,
+    },
+    /// Record the answer to an invite you sent: accepted (then ask for
+    /// contact as usual) or declined (30 days before another).
+    InviteStatus {
+        /// The invite's id (from `rdv contact invite`).
+        invite_id: String,
+        #[arg(value_parser = ["accepted", "declined"])]
+        status: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MailboxCommand {
+    /// Register one of your mailboxes at a probe gateway (SPEC §5.2.1): it
+    /// mails the address a code; type it into `rdv mailbox verify`.
+    Add {
+        /// Your email address.
+        address: String,
+        /// The gateway's base URL, e.g. https://gw.example.
+        #[arg(long, env = "RDV_GW_URL")]
+        gateway: String,
+        /// Also list the gateway's address for it on your card, as an email
+        /// rendezvous entry (off unless you say so).
+        #[arg(long)]
+        on_card: bool,
+    },
+    /// Prove the mailbox with the code the gateway mailed. Prints the mail
+    /// rule's integration token (shown once).
+    Verify {
+        address: String,
+        /// The code from the gateway's mail.
+        code: String,
+    },
+    /// Your mailboxes, their gateways and whether they are proved.
+    List,
+    /// Forget a mailbox (and take it off the card).
+    Remove { address: String },
 }
 
 #[derive(Debug, Args)]

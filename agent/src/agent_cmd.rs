@@ -134,10 +134,14 @@ pub async fn run(cmd: Cli, g: &Global) -> Result<()> {
         Cli::Card(a) => card(a, g, &out).await,
         Cli::Discover(a) => discover(a, g, &out).await,
         Cli::Contact(a) => contact(a, g, &out).await,
+        Cli::Mailbox(a) => crate::mailbox::run(a, g, &out).await,
         Cli::Send(a) => send(a, g, &out).await,
         Cli::Inbox(a) => inbox(a, g, &out).await,
         Cli::Listen => listen(g, &out).await,
         Cli::Status => status(g, &out).await,
+        Cli::Backup(a) => crate::backup_cmd::run(a, g, &out).await,
+        Cli::Suggest(a) => crate::suggest::run(a, g).await,
+        Cli::Directory(d) if d.uses_home() => crate::directory_cmd::run_home(d, g).await,
         _ => Err(Error::Input("not an agent command".into())),
     }
 }
@@ -420,6 +424,21 @@ async fn contact(a: ContactCommand, g: &Global, out: &Out) -> Result<()> {
             rt.command(Command::Resync { id }).await?
         }
         ContactCommand::List => contacts(&rt)?,
+        ContactCommand::ProbeMail {
+            address,
+            greeting,
+            label,
+            from_mailbox,
+        } => crate::mailbox::probe_mail(&mut rt, address, greeting, label, from_mailbox).await?,
+        ContactCommand::Invite {
+            address,
+            source,
+            note,
+            from_mailbox,
+        } => crate::mailbox::invite(&mut rt, address, source, note, from_mailbox).await?,
+        ContactCommand::InviteStatus { invite_id, status } => {
+            crate::mailbox::invite_status(&mut rt, invite_id, &status).await?
+        }
     };
     out.value(&v)
 }
@@ -438,6 +457,9 @@ fn pending(rt: &Runtime) -> Result<Value> {
             let (via, address) = match &p.via {
                 rdv_agent_core::state::Via::Topic { address } => ("topic", Some(address.clone())),
                 rdv_agent_core::state::Via::Envelope => ("envelope", None),
+                rdv_agent_core::state::Via::Mailbox { address } => {
+                    ("mailbox", Some(address.clone()))
+                }
             };
             json!({
                 "request_id": p.request_id,

@@ -49,11 +49,26 @@ pub enum Command {
     Card(crate::agent_cli::CardArgs),
     /// Find an agent by email, +phone or agent ID: public pointers on the
     /// relays, DNS TXT, and the configured directories (SPEC §4.4, §4.5).
+    #[command(after_help = "\
+DNS (SPEC §4.4): for an email, the TXT records of _agent.<domain> of the form \
+rdv=rdv1:… name the domain's agents; each one's card is fetched from its ID \
+topic and kept (binding dns) only if it carries that ID.
+
+The resolver is the system's (/etc/resolv.conf). RDV_DNS_SERVER=IP[:PORT] asks \
+that server instead (UDP, then TCP; port 53 by default); RDV_DNS_SERVER=off \
+skips DNS.")]
     Discover(crate::agent_cli::DiscoverArgs),
+    /// Friend suggestions (SPEC §4.5): look your own contacts file up in the
+    /// directories, locally; nothing is sent. --on / --off switch them.
+    Suggest(crate::suggest::SuggestArgs),
     /// Contacts and consent: request, pending, grant, confirm, decline,
     /// revoke, block, label, resync, list (SPEC §5).
     #[command(subcommand)]
     Contact(crate::agent_cli::ContactCommand),
+    /// Your mailboxes at a probe gateway (SPEC §5.2.1): add (the gateway
+    /// mails a code), verify, list, remove. `rdv listen` reads what arrives.
+    #[command(subcommand)]
+    Mailbox(crate::agent_cli::MailboxCommand),
     /// Send a contact a JSON payload, end-to-end encrypted (SPEC §6.4).
     Send(crate::agent_cli::SendArgs),
     /// What the agent received and decided, oldest first (--follow waits
@@ -65,6 +80,12 @@ pub enum Command {
     /// Identity, relays and their health, contacts, pending requests, and
     /// whether a process is listening.
     Status,
+    /// Print a shell completion script: bash, zsh, fish, elvish or
+    /// powershell (e.g. `rdv completions bash > /etc/bash_completion.d/rdv`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Wire-format conformance commands, for testing another implementation
     /// against this one byte for byte.
     ///
@@ -73,8 +94,8 @@ pub enum Command {
     /// exits 1 with one line {"error": "..."} on stderr and nothing on stdout.
     #[command(subcommand)]
     Proto(ProtoCommand),
-    /// Try a discovery directory (SPEC §4.5): publish this agent's listing,
-    /// remove it, or look up addresses and print the verified cards found.
+    /// Discovery directories (SPEC §4.5): list this agent (list-me), withdraw
+    /// it (unlist); or publish, remove or look up from a seed file.
     #[command(subcommand)]
     Directory(crate::directory_cmd::DirectoryCommand),
     /// Try a relay bridge, ntfy server or MQTT broker (SPEC §6.3): publish
@@ -85,6 +106,10 @@ pub enum Command {
     /// the probes and invites that reach it, ask whether someone's mailbox
     /// has an agent, answer, confirm, invite. Prints JSON.
     Gateway(crate::gateway_cmd::GatewayArgs),
+    /// An encrypted backup of this agent (create), or an agent restored
+    /// from one into a new home, its contacts told (SPEC §6.4.1).
+    #[command(subcommand)]
+    Backup(crate::backup_cmd::BackupCommand),
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,7 @@
-//! `rdv directory publish|remove|lookup` (SPEC §4.5): try a discovery
-//! directory from a terminal. Until the agent has a key store, the agent's
-//! key is read from `--seed-file` (64 hex digits) and its card from `--card`.
+//! `rdv directory` (SPEC §4.5). `list-me` and `unlist` list this home's
+//! agent (its key and current card) in its directories under each public
+//! address, or withdraw it. `publish|remove|lookup` try a directory with a
+//! key read from `--seed-file` (64 hex digits) and a card from `--card`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,11 +11,35 @@ use rdv_directory_client::DirectoryClient;
 use rdv_proto::doc::card::Card;
 use rdv_proto::{Address, AgentKey};
 
+use serde_json::json;
+
+use crate::cli::Global;
 use crate::error::{Error, Result};
-use crate::terminal::ascii_json;
+use crate::home::Home;
+use crate::runtime::{Options, Runtime};
+use crate::terminal::{ascii_json, printable, write_line};
 
 #[derive(Debug, Subcommand)]
 pub enum DirectoryCommand {
+    /// List this agent in its directories under each public address on its
+    /// card (opt-in: a publishing act, §4.5). Run again after the card
+    /// changes, and before the listing expires.
+    ListMe {
+        /// This directory instead of every configured one. Repeatable.
+        #[arg(long = "directory", value_name = "URL")]
+        directories: Vec<String>,
+        /// Days until the listings expire unless listed again (1-30).
+        #[arg(long, default_value_t = 30)]
+        days: i64,
+    },
+    /// Withdraw this agent's listings from its directories: each public
+    /// address, and each address removed from the card since its last
+    /// publication, under every key the directory lists.
+    Unlist {
+        /// This directory instead of every configured one. Repeatable.
+        #[arg(long = "directory", value_name = "URL")]
+        directories: Vec<String>,
+    },
     /// List this agent's card in a directory under one of its addresses
     /// (the card must claim it). Opt-in: nothing is listed unless you run this.
     Publish {
@@ -64,11 +89,136 @@ fn read_seed(path: &PathBuf) -> Result<AgentKey> {
     Ok(AgentKey::from_seed(seed))
 }
 
+impl DirectoryCommand {
+    /// `list-me` and `unlist` work from the agent's home (main.rs runs them
+    /// on the agent's runtime, through `agent_cmd::run`).
+    pub fn uses_home(&self) -> bool {
+        matches!(
+            self,
+            DirectoryCommand::ListMe { .. } | DirectoryCommand::Unlist { .. }
+        )
+    }
+}
+
+/// Runs `list-me` or `unlist` for the home's agent: one line per directory
+/// and address (`--json`: one object per line). Fails if any of them failed.
+pub async fn run_home(cmd: DirectoryCommand, g: &Global) -> Result<()> {
+    let (dirs, days, listing) = match cmd {
+        DirectoryCommand::ListMe { directories, days } => (directories, days, true),
+        DirectoryCommand::Unlist { directories } => (directories, 0, false),
+        _ => return Err(Error::Input("not a home directory command".into())),
+    };
+    if listing && !(1..=30).contains(&days) {
+        return Err(Error::Input("--days must be 1 to 30".into()));
+    }
+    let home = Home::resolve(g.home.clone(), g.profile.as_deref())?;
+    let rt = Runtime::open(home, Options::default()).await?;
+    let p = rt.agent().state.profile()?.clone();
+    let dirs = if dirs.is_empty() {
+        p.directories.clone()
+    } else {
+        dirs
+    };
+    if dirs.is_empty() {
+        return Err(Error::Input(
+            "no directory is configured (rdv init --directory URL); or name one with \
+             --directory URL"
+                .into(),
+        ));
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let card = Card::verify(&p.card, now, p.allow_ws)?;
+    let mut addrs: Vec<Address> = Vec::new();
+    let public = p.addresses.iter().filter(|a| a.public).map(|a| &a.address);
+    let removed = p.removed_addresses.iter().filter(|_| !listing);
+    for raw in public.chain(removed) {
+        let a = Address::parse(raw)?;
+        // Listed only under an address the card claims (§4.5 lookups check it).
+        if (!listing || card.claims(&a)) && !addrs.contains(&a) {
+            addrs.push(a);
+        }
+    }
+    if addrs.is_empty() {
+        return Err(Error::Input(
+            "this agent's card lists no public address (rdv address add ADDRESS)".into(),
+        ));
+    }
+    let key = AgentKey::from_seed(*rt.home().read_seed()?);
+    let key = std::sync::Arc::new(key);
+    let doc = std::sync::Arc::new(p.card.clone());
+    let mut failed = 0usize;
+    let mut so = std::io::stdout();
+    for dir in &dirs {
+        for a in &addrs {
+            let (d, a2, key, doc) = (dir.clone(), a.clone(), key.clone(), doc.clone());
+            let r = tokio::task::spawn_blocking(move || {
+                let c = DirectoryClient::new(&d);
+                let mut rng = rand_core::OsRng;
+                let now = time::OffsetDateTime::now_utc();
+                if listing {
+                    c.publish(&key, &doc, &a2, now, time::Duration::days(days), &mut rng)
+                        .map(|r| (r.status, r.claims))
+                } else {
+                    c.remove(&key, &a2, now, &mut rng).map(|rs| {
+                        let removed = rs.iter().any(|r| r.status == "removed");
+                        let claims = rs.iter().map(|r| r.claims).max().unwrap_or(0);
+                        let status = if removed { "removed" } else { "absent" };
+                        (status.to_string(), claims)
+                    })
+                }
+            })
+            .await
+            .map_err(|e| Error::Carrier(e.to_string()))?;
+            let v = match r {
+                Ok((status, claims)) => {
+                    json!({"directory": dir, "address": a.canon(), "status": status, "claims": claims})
+                }
+                Err(e) => {
+                    failed += 1;
+                    json!({"directory": dir, "address": a.canon(), "error": e.to_string()})
+                }
+            };
+            if g.json {
+                write_line(&mut so, &v)?;
+            } else {
+                let what = match (v.get("status"), v.get("error")) {
+                    (Some(s), _) => format!(
+                        "{} (claims on this address: {})",
+                        s.as_str().unwrap_or_default(),
+                        v["claims"]
+                    ),
+                    (_, Some(e)) => format!("error: {}", e.as_str().unwrap_or_default()),
+                    _ => String::new(),
+                };
+                writeln!(
+                    so,
+                    "{} {}: {}",
+                    printable(dir),
+                    printable(a.canon()),
+                    printable(&what)
+                )?;
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(Error::Carrier(format!(
+            "{failed} of {} directory requests failed",
+            dirs.len() * addrs.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Runs one command, writing what it found to `out`.
 pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
     let now = time::OffsetDateTime::now_utc();
     let mut rng = rand_core::OsRng;
     match cmd {
+        DirectoryCommand::ListMe { .. } | DirectoryCommand::Unlist { .. } => {
+            return Err(Error::Input(
+                "list-me and unlist run on the agent's home (agent_cmd::run)".into(),
+            ));
+        }
         DirectoryCommand::Publish {
             url,
             address,

@@ -1,6 +1,8 @@
 //! Finding a card (§4.4, §4.5): public pointers on the address topic (or
-//! the agent ID's topic) on our relays, then the configured directories.
-//! Every card found is verified, must claim what was asked for, and is kept
+//! the agent ID's topic) on our relays, then for an email the domain's DNS
+//! TXT record (its agent IDs' cards fetched from their ID topics), then the
+//! configured directories. Every card found is verified, must claim what
+//! was asked for (or, from DNS, carry the ID the record names), and is kept
 //! with its binding; our own card and anyone's label are never returned.
 
 use rdv_agent_core::Command;
@@ -10,6 +12,7 @@ use rdv_proto::nostr_event::{Carried, parse_event};
 use rdv_proto::{Address, AgentId, idtopic};
 use serde::Serialize;
 
+use crate::dns::Dns;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use crate::transport::nostr::Query;
@@ -57,6 +60,8 @@ pub struct Found {
     pub capabilities: Vec<String>,
     #[serde(skip)]
     pub card: Card,
+    #[serde(skip)]
+    kept_as: Binding,
 }
 
 impl Found {
@@ -65,6 +70,7 @@ impl Found {
             id: card.id.clone(),
             fingerprint: card.id.fingerprint(),
             binding: binding.as_str(),
+            kept_as: binding,
             source,
             claimed_addresses: card
                 .addresses
@@ -86,45 +92,49 @@ pub struct Discovery {
     pub found: Vec<Found>,
     /// Our own card was on the topic (for our own address).
     pub own_card_on_relays: bool,
-    /// Directories that could not be asked, and why.
+    /// DNS and directories that could not be asked, and why.
     pub errors: Vec<String>,
 }
 
 /// Looks `target` up everywhere configured, keeps each card found (for a
-/// later request) and returns them.
+/// later request) and returns them. DNS through the resolver `RDV_DNS_SERVER`
+/// names (default: the system's).
 pub async fn discover(rt: &mut Runtime, target: &Target, raw: &str) -> Result<Discovery> {
+    let dns = Dns::from_env()?;
+    discover_with(rt, target, raw, &dns).await
+}
+
+/// Cards on `topics` from our relays that verify, for which `fits` holds,
+/// the newest of each agent (§4.3); and whether our own card was there.
+async fn pointer_cards(
+    rt: &mut Runtime,
+    topics: Vec<String>,
+    fits: impl Fn(&str, &Card) -> bool,
+) -> Result<(Vec<Card>, bool)> {
     let profile = rt.agent().state.profile()?.clone();
     let me = rt.agent().id().clone();
     let now = time::OffsetDateTime::now_utc();
-    let topic = target.topic();
-    let mut own = false;
-    let mut errors = Vec::new();
-
-    // 1. Public pointers on the topic (§4.4, §6.2).
     let q = Query {
         p: None,
-        topics: vec![topic.clone()],
+        topics: topics.clone(),
         d: Vec::new(),
         since: None,
         limit: Some(64),
     };
     let got = rt.fetch(&profile.relays, &q).await?;
+    let mut own = false;
     let mut cards: Vec<Card> = Vec::new();
     for r in got {
         let Ok((_, Carried::Card { topic: t, card })) = parse_event(&r.json) else {
             continue;
         };
-        if t != topic {
+        if !topics.contains(&t) {
             continue;
         }
         let Ok(c) = Card::verify(&card, now, profile.allow_ws) else {
             continue;
         };
-        let fits = match target {
-            Target::Address(a) => c.claims(a),
-            Target::Id(id) => &c.id == id,
-        };
-        if !fits {
+        if !fits(&t, &c) {
             continue;
         }
         if c.id == me {
@@ -133,18 +143,88 @@ pub async fn discover(rt: &mut Runtime, target: &Target, raw: &str) -> Result<Di
         }
         cards.push(c);
     }
-    let mut found: Vec<Found> = Vec::new();
     let mut ids: Vec<AgentId> = cards.iter().map(|c| c.id.clone()).collect();
     ids.sort();
     ids.dedup();
-    for id in &ids {
-        // §4.3: of several cards of one agent, only the newest.
-        if let Some(c) = newest_card(id, cards.iter()) {
-            found.push(Found::new(c.clone(), Binding::Claimed, "relays".into()));
+    let newest = ids
+        .iter()
+        .filter_map(|id| newest_card(id, cards.iter()).cloned())
+        .collect();
+    Ok((newest, own))
+}
+
+/// [`discover`] with the resolver given.
+pub async fn discover_with(
+    rt: &mut Runtime,
+    target: &Target,
+    raw: &str,
+    dns: &Dns,
+) -> Result<Discovery> {
+    let profile = rt.agent().state.profile()?.clone();
+    let me = rt.agent().id().clone();
+    let now = time::OffsetDateTime::now_utc();
+    let topic = target.topic();
+    let mut errors = Vec::new();
+
+    // The DNS question goes out now and is read after the relays answer.
+    let dns_task = match target {
+        Target::Address(a) => {
+            let (dns, a) = (dns.clone(), a.clone());
+            Some(tokio::spawn(async move { dns.lookup(&a).await }))
+        }
+        Target::Id(_) => None,
+    };
+
+    // 1. Public pointers on the topic (§4.4, §6.2).
+    let (cards, mut own) = pointer_cards(rt, vec![topic.clone()], |_, c| match target {
+        Target::Address(a) => c.claims(a),
+        Target::Id(id) => &c.id == id,
+    })
+    .await?;
+    let mut found: Vec<Found> = cards
+        .into_iter()
+        .map(|c| Found::new(c, Binding::Claimed, "relays".into()))
+        .collect();
+
+    // 2. DNS TXT (§4.4): the agent IDs the domain names; each one's card
+    // from its ID topic, kept only if it carries that ID.
+    let mut dns_ids: Vec<AgentId> = Vec::new();
+    let mut dns_source = String::new();
+    if let Some(task) = dns_task {
+        match task.await.map_err(|e| Error::Carrier(e.to_string()))? {
+            Ok(Some(answer)) => {
+                dns_source = format!("dns:{}", answer.name);
+                dns_ids = answer.ids.into_iter().filter(|id| id != &me).collect();
+            }
+            Ok(None) => {}
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    for f in found.iter_mut().filter(|f| dns_ids.contains(&f.id)) {
+        f.binding = Binding::Dns.as_str();
+        f.kept_as = Binding::Dns;
+        f.source = dns_source.clone();
+    }
+    let missing: Vec<AgentId> = dns_ids
+        .iter()
+        .filter(|id| !found.iter().any(|f| &f.id == *id))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        let topics: Vec<String> = missing.iter().map(idtopic).collect();
+        let (cards, _) = pointer_cards(rt, topics, |t, c| {
+            missing.contains(&c.id) && idtopic(&c.id) == t
+        })
+        .await?;
+        // In the record's order.
+        for id in &missing {
+            if let Some(c) = cards.iter().find(|c| &c.id == id) {
+                found.push(Found::new(c.clone(), Binding::Dns, dns_source.clone()));
+            }
         }
     }
 
-    // 2. Directories (§4.5), for an address.
+    // 3. Directories (§4.5), for an address.
     if let Target::Address(a) = target {
         for dir in &profile.directories {
             let d = dir.clone();
@@ -167,7 +247,13 @@ pub async fn discover(rt: &mut Runtime, target: &Target, raw: &str) -> Result<Di
                             own = true;
                             continue;
                         }
-                        if !found.iter().any(|x| x.id == f.card.id) {
+                        if found.iter().any(|x| x.id == f.card.id) {
+                            continue;
+                        }
+                        // A card the domain's record names keeps that binding.
+                        if dns_ids.contains(&f.card.id) {
+                            found.push(Found::new(f.card, Binding::Dns, dns_source.clone()));
+                        } else {
                             found.push(Found::new(f.card, Binding::Directory, dir.clone()));
                         }
                     }
@@ -178,14 +264,9 @@ pub async fn discover(rt: &mut Runtime, target: &Target, raw: &str) -> Result<Di
     }
 
     for f in &found {
-        let binding = match f.binding {
-            "directory" => Binding::Directory,
-            "dns" => Binding::Dns,
-            _ => Binding::Claimed,
-        };
         rt.command(Command::KeepCard {
             card: f.card.doc.clone(),
-            binding,
+            binding: f.kept_as,
         })
         .await?;
     }

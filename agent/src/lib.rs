@@ -9,16 +9,20 @@
 
 pub mod agent_cli;
 pub mod agent_cmd;
+pub mod backup_cmd;
 pub mod bridge_cmd;
 pub mod cli;
 pub mod conformance;
 pub mod directory_cmd;
 pub mod discovery;
+pub mod dns;
 pub mod error;
 pub mod gateway_cmd;
 pub mod home;
+pub mod mailbox;
 pub mod runtime;
 pub mod store;
+pub mod suggest;
 pub mod terminal;
 pub mod transport;
 

@@ -14,6 +14,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Proto(cmd) => proto(&cmd),
+        // list-me and unlist work from the agent's home, on its runtime.
+        Command::Directory(cmd) if cmd.uses_home() => {
+            report(run_agent(Command::Directory(cmd), &cli.global))
+        }
         Command::Directory(cmd) => report(rdv_agent::directory_cmd::run(
             &cmd,
             &mut std::io::stdout().lock(),
@@ -26,6 +30,11 @@ fn main() -> ExitCode {
             &args,
             &mut std::io::stdout().lock(),
         )),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "rdv", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         agent => report(run_agent(agent, &cli.global)),
     }
 }

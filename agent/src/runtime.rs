@@ -96,8 +96,15 @@ impl Runtime {
         force: bool,
         opts: Options,
     ) -> Result<(Runtime, Value)> {
-        home.create()?;
+        if let Some(warning) = home.create()? {
+            eprintln!("rdv: {warning}");
+        }
         if home.has_agent() {
+            if force && home.listener_running() {
+                return Err(Error::Input(
+                    "a process listens on this home: stop `rdv listen` before re-keying".into(),
+                ));
+            }
             if !force {
                 let seed = home.read_seed()?;
                 let id = AgentKey::from_seed(*seed).id().to_string();
@@ -276,6 +283,8 @@ impl Runtime {
     async fn perform(&mut self, e: Effect) -> Result<Option<(Input, Value)>> {
         Ok(match e {
             Effect::Resubscribe => None,
+            // §5.2.1, §5.2.2: a probe gateway call.
+            Effect::Gateway(call) => Some(crate::mailbox::perform(&self.home, call).await?),
             Effect::PublishNostr {
                 delivery,
                 event,
@@ -412,8 +421,8 @@ impl Runtime {
             tokio::select! {
                 _ = &mut shutdown => break,
                 got = sub.recv() => {
-                    let Some(r) = got else { break };
-                    let out = match self.apply(Input::Nostr { relay: r.relay, json: r.json }).await {
+                    let Some(input) = got else { break };
+                    let out = match self.apply(input).await {
                         Ok(o) => o,
                         Err(e) => {
                             tracing::warn!(error = %e, "an inbound event could not be handled");
@@ -512,24 +521,126 @@ impl Runtime {
             let tx = tx.clone();
             tasks.push(tokio::spawn(async move {
                 while let Some(r) = sub.recv().await {
-                    if tx.send(r).await.is_err() {
+                    let input = Input::Nostr {
+                        relay: r.relay,
+                        json: r.json,
+                    };
+                    if tx.send(input).await.is_err() {
                         break;
                     }
                 }
             }));
         }
+        // §6.3: the fallback carriers on our card, envelopes as they are.
+        for (server, topic) in subs.ntfy {
+            tasks.push(tokio::spawn(ntfy_inbound(server, topic, since as u64, tx.clone())));
+        }
+        for (url, topic) in subs.mqtt {
+            let tx = tx.clone();
+            tasks.push(tokio::task::spawn_blocking(move || mqtt_inbound(&url, &topic, &tx)));
+        }
+        // §5.2.1: the gateway inboxes of our proved mailboxes.
+        crate::mailbox::spawn_inbox(&self.agent, &self.home, &tx, &mut tasks);
         Ok(Inbound { rx, tasks })
     }
 }
 
-/// Every subscription of the listener, as one stream.
+/// Waits after a failed fallback subscription before trying again.
+const FALLBACK_RETRY: Duration = Duration::from_secs(5);
+
+/// Receives envelopes on an ntfy topic, resubscribing after a failure from
+/// the last message seen (`since=<id>`), so none is missed.
+async fn ntfy_inbound(
+    server: String,
+    topic: String,
+    since: u64,
+    tx: tokio::sync::mpsc::Sender<Input>,
+) {
+    use rdv_bridge_client::ntfy::{NtfyClient, Since};
+    use tokio_stream::StreamExt;
+    let mut since = Since::Time(since);
+    let carrier = format!("ntfy:{server}/{topic}");
+    loop {
+        if tx.is_closed() {
+            return;
+        }
+        let stream = match NtfyClient::new(&server) {
+            Ok(c) => c.subscribe_stream(&[topic.as_str()], &since).await,
+            Err(e) => Err(e),
+        };
+        match stream {
+            Ok(mut s) => {
+                while let Some(m) = s.next().await {
+                    let Ok(m) = m else { break };
+                    if !m.is_message() {
+                        continue;
+                    }
+                    since = Since::Id(m.id.clone());
+                    let Ok(bytes) = m.body() else { continue };
+                    // §6.4: bounded before anything else reads it.
+                    if bytes.len() > rdv_proto::consts::ENVELOPE_MAX_BYTES {
+                        continue;
+                    }
+                    let input = Input::Envelope {
+                        carrier: carrier.clone(),
+                        bytes,
+                    };
+                    if tx.send(input).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "ntfy subscription failed"),
+        }
+        tokio::time::sleep(FALLBACK_RETRY).await;
+    }
+}
+
+/// Receives envelopes on an MQTT topic (a blocking client, on its own
+/// thread), reconnecting after a failure until the listener stops.
+fn mqtt_inbound(url: &str, topic: &str, tx: &tokio::sync::mpsc::Sender<Input>) {
+    use rdv_bridge_client::mqtt::{MqttSubscription, QoS, fresh_client_id};
+    let carrier = format!("mqtt:{url}/{topic}");
+    while !tx.is_closed() {
+        match MqttSubscription::connect(url, &fresh_client_id("rdv"), &[topic], QoS::AtLeastOnce) {
+            Ok(mut sub) => loop {
+                if tx.is_closed() {
+                    return;
+                }
+                match sub.recv_timeout(Duration::from_secs(1)) {
+                    Ok(Some(p)) => {
+                        if p.payload.len() > rdv_proto::consts::ENVELOPE_MAX_BYTES {
+                            continue;
+                        }
+                        let input = Input::Envelope {
+                            carrier: carrier.clone(),
+                            bytes: p.payload,
+                        };
+                        if tx.blocking_send(input).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "mqtt subscription ended");
+                        break;
+                    }
+                }
+            },
+            Err(e) => tracing::debug!(error = %e, "mqtt subscription failed"),
+        }
+        std::thread::sleep(FALLBACK_RETRY);
+    }
+}
+
+/// Every subscription of the listener, as one stream of inputs.
 struct Inbound {
-    rx: tokio::sync::mpsc::Receiver<crate::transport::nostr::Received>,
+    rx: tokio::sync::mpsc::Receiver<Input>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Inbound {
-    async fn recv(&mut self) -> Option<crate::transport::nostr::Received> {
+    async fn recv(&mut self) -> Option<Input> {
         self.rx.recv().await
     }
 }

@@ -88,6 +88,8 @@ pub enum Input {
     },
     /// Time passed: retry what is due.
     Tick,
+    /// A probe gateway's inbox item or answer (§5.2.1, §5.2.2).
+    Gateway(crate::mailbox::GatewayInput),
 }
 
 /// What the runtime does after the commit.
@@ -116,6 +118,8 @@ pub enum Effect {
     },
     /// Relays, topics or policy changed: subscribe again.
     Resubscribe,
+    /// Call a probe gateway, then report [`Input::Gateway`] (§5.2.1, §5.2.2).
+    Gateway(crate::mailbox::GatewayCall),
 }
 
 /// The result of one input.
@@ -195,6 +199,10 @@ impl Agent {
             }
             Input::Tick => {
                 self.tick(ctx)?;
+                None
+            }
+            Input::Gateway(g) => {
+                self.on_gateway(g, ctx)?;
                 None
             }
         };
@@ -517,30 +525,90 @@ impl Agent {
     }
 
     /// No carrier took it this time: retry with backoff, then heal to the
-    /// next carrier of the card (§6.1).
+    /// next carrier of the card (§6.1); when every carrier failed, start
+    /// over after a while, until the document's lifetime is over.
     fn failed_attempt(&mut self, id: &str, ctx: &mut Ctx<'_>) -> Result<()> {
+        self.state.touch(Table::Delivery, id);
         let Some(d) = self.state.deliveries.get_mut(id) else {
             return Ok(());
         };
         d.in_flight = false;
-        if d.attempts >= MAX_ATTEMPTS_PER_ROUTE {
-            d.route += 1;
-            d.attempts = 0;
-            if d.route >= d.routes.len() {
-                let d = d.clone();
-                self.give_up(&d, "every carrier failed");
-                return Ok(());
-            }
+        if d.attempts < MAX_ATTEMPTS_PER_ROUTE {
+            return Ok(());
+        }
+        d.route += 1;
+        d.attempts = 0;
+        if d.route < d.routes.len() {
             d.next_at = ctx.now;
-            self.state.touch(Table::Delivery, id);
             return self.attempt(id, ctx);
         }
-        self.state.touch(Table::Delivery, id);
+        d.route = 0;
+        d.next_at = ctx.now + time::Duration::seconds(ROUND_PAUSE_SECS);
+        if ctx.now - d.created >= time::Duration::seconds(DELIVERY_LIFETIME_SECS) {
+            let d = d.clone();
+            self.give_up(&d, "no carrier took it within its lifetime");
+        }
         Ok(())
+    }
+
+    /// Forgets what has outlived its purpose: seen ids past every document
+    /// lifetime (§5.4), probe records past the 30-day limit (§5.2.1),
+    /// answered or withdrawn requests and unanswered probes after 30 days,
+    /// and kept cards past [`MAX_KNOWN_CARDS`] (oldest first).
+    fn prune(&mut self, ctx: &Ctx<'_>) {
+        let now = ctx.unix();
+        let old_seen: Vec<String> = self
+            .state
+            .seen
+            .iter()
+            .filter(|(_, t)| now - **t > crate::inbound::SEEN_RETENTION_SECS)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in old_seen {
+            self.state.seen.remove(&k);
+            self.state.touch(Table::Seen, k);
+        }
+        let old_probes: Vec<String> = self
+            .state
+            .probe_log
+            .iter()
+            .filter(|(_, t)| now - **t > rdv_proto::consts::PROBE_PER_ADDRESS_INTERVAL_SECS)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in old_probes {
+            self.state.probe_log.remove(&k);
+            self.state.touch(Table::ProbeLog, k);
+        }
+        let month = time::Duration::days(30);
+        let old_out: Vec<String> = self
+            .state
+            .outgoing
+            .values()
+            .filter(|o| ctx.now - o.created > month)
+            .map(|o| o.request_id.clone())
+            .collect();
+        for k in old_out {
+            self.state.outgoing.remove(&k);
+            self.state.touch(Table::Outgoing, k);
+        }
+        while self.state.known_cards.len() > MAX_KNOWN_CARDS {
+            let Some(oldest) = self
+                .state
+                .known_cards
+                .iter()
+                .min_by_key(|(_, k)| k.found)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            self.state.known_cards.remove(&oldest);
+            self.state.touch(Table::KnownCard, oldest.as_str());
+        }
     }
 
     /// Retries deliveries that are due.
     fn tick(&mut self, ctx: &mut Ctx<'_>) -> Result<()> {
+        self.prune(ctx);
         let due: Vec<String> = self
             .state
             .deliveries
@@ -554,7 +622,12 @@ impl Agent {
                 // The outcome never came (a crash, a hung relay): count it as
                 // a failed attempt.
                 self.failed_attempt(&id, ctx)?;
-                if !self.state.deliveries.get(&id).is_some_and(|d| d.in_flight) {
+                if self
+                    .state
+                    .deliveries
+                    .get(&id)
+                    .is_some_and(|d| !d.in_flight && d.next_at <= ctx.now)
+                {
                     self.attempt(&id, ctx)?;
                 }
             } else {
@@ -574,8 +647,15 @@ impl Agent {
     }
 }
 
+/// Cards kept from discovery or import that are not contacts.
+pub const MAX_KNOWN_CARDS: usize = 1024;
+
 /// Attempts on one carrier before the next is tried (§6.1 self-healing).
-pub const MAX_ATTEMPTS_PER_ROUTE: u32 = 3;
+pub const MAX_ATTEMPTS_PER_ROUTE: u32 = 2;
+/// After every carrier failed, the pause before starting over.
+pub const ROUND_PAUSE_SECS: i64 = 600;
+/// How long a delivery is tried: an envelope's default ttl (§6.4, 48 h).
+pub const DELIVERY_LIFETIME_SECS: i64 = 48 * 3600;
 
 /// Seconds to wait before retrying after `attempts` tries (§6.2 backoff).
 pub fn backoff_secs(attempts: u32) -> i64 {

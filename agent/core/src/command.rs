@@ -118,6 +118,46 @@ pub enum Command {
         to: AgentId,
         payload: Value,
     },
+    /// §6.4.1: this agent was just restored from a backup made at
+    /// `backup_created`; every contact gets a new epoch and its notice.
+    Restored {
+        backup_created: Option<rdv_proto::time::Instant>,
+    },
+    /// Records a mailbox the gateway mailed a code to (§5.2.1); the
+    /// runtime made the `register` call.
+    MailboxAdd {
+        address: String,
+        gateway: String,
+        on_card: bool,
+    },
+    /// The gateway took the code: the mailbox is proved.
+    MailboxVerified {
+        address: String,
+        gateway_address: Option<String>,
+    },
+    /// Forgets a mailbox (and its email rendezvous entry).
+    MailboxRemove {
+        address: String,
+    },
+    /// A mailbox probe through our gateway (§5.2.1).
+    MailProbe {
+        address: String,
+        greeting: String,
+        label: Option<String>,
+        from_mailbox: Option<String>,
+    },
+    /// An invite, on the owner's explicit command (§5.2.2).
+    Invite {
+        address: String,
+        source: String,
+        note: Option<String>,
+        from_mailbox: Option<String>,
+    },
+    /// The owner records the answer to an invite (§5.2.2).
+    InviteAnswer {
+        id: String,
+        accepted: bool,
+    },
 }
 
 /// The tiers a human may pick (§5.3).
@@ -287,8 +327,24 @@ impl Agent {
                 scope,
                 label,
             } => {
+                // §5.2.1: a mailbox probe is answered by a SYN-ACK; the
+                // contact waits for the ACK.
+                let by_mail = self.state.mail_in.contains_key(&request_id);
                 let id = self.grant_pending(&request_id, &tier, scope, label, ctx)?;
+                if by_mail {
+                    return Ok(json!({
+                        "requester": id, "fingerprint": id.fingerprint(), "tier": tier,
+                        "via": "mailbox", "pending_ack": true,
+                    }));
+                }
                 Ok(json!({ "contact": id, "fingerprint": id.fingerprint(), "tier": tier }))
+            }
+            Command::Confirm {
+                request_id,
+                grantor,
+                label,
+            } if self.state.mail_out.contains_key(&request_id) => {
+                self.confirm_mail(&request_id, grantor, label, ctx)
             }
             Command::Confirm {
                 request_id,
@@ -370,6 +426,30 @@ impl Agent {
                 Ok(json!({ "resynced": id, "was_refused": was_refused }))
             }
             Command::Send { to, payload } => self.send(&to, payload, ctx),
+            Command::Restored { backup_created } => self.restored(backup_created, ctx),
+            Command::MailboxAdd {
+                address,
+                gateway,
+                on_card,
+            } => self.mailbox_add(&address, &gateway, on_card, ctx),
+            Command::MailboxVerified {
+                address,
+                gateway_address,
+            } => self.mailbox_verified(&address, gateway_address, ctx),
+            Command::MailboxRemove { address } => self.mailbox_remove(&address, ctx),
+            Command::MailProbe {
+                address,
+                greeting,
+                label,
+                from_mailbox,
+            } => self.mail_probe(&address, greeting, label, from_mailbox, ctx),
+            Command::Invite {
+                address,
+                source,
+                note,
+                from_mailbox,
+            } => self.invite(&address, &source, note, from_mailbox, ctx),
+            Command::InviteAnswer { id, accepted } => self.invite_answer(&id, accepted, ctx),
         }
     }
 
@@ -460,7 +540,7 @@ impl Agent {
     /// §4.3: every change re-signs the card, republishes the pointer (kept,
     /// added and removed addresses, and the ID topic) and sends the new card
     /// to every contact.
-    fn change_profile(&mut self, mut p: Profile, ctx: &mut Ctx<'_>) -> Result<Value> {
+    pub(crate) fn change_profile(&mut self, mut p: Profile, ctx: &mut Ctx<'_>) -> Result<Value> {
         let old = self.state.profile()?.clone();
         for r in &old.relays {
             if !p.relays.contains(r) && !p.previous_relays.contains(r) {
@@ -724,6 +804,9 @@ impl Agent {
             check_label(l)?;
         }
         rdv_proto::doc::grant::Scope::parse(&scope, "scope")?;
+        if let Some(id) = self.grant_by_mail(request_id, tier, &scope, label.clone(), ctx)? {
+            return Ok(id);
+        }
         let pending = self
             .state
             .pending

@@ -78,6 +78,14 @@ pub enum Event {
     },
     /// A contact restored its agent from a backup (§6.4.1).
     Restored { id: AgentId },
+    /// A contact's restore notice was not acted on (§6.4.1): `rate-limited`
+    /// (over 3 a day) or `forked` (its chain stays refused until the owner
+    /// runs `rdv contact resync`).
+    RestoreRefused {
+        id: AgentId,
+        refusal: String,
+        reason: String,
+    },
     /// A delivery found no carrier that took it.
     DeliveryFailed {
         delivery: String,
@@ -94,5 +102,27 @@ pub enum Event {
     Dropped {
         from: Option<AgentId>,
         reason: String,
+    },
+    /// A probe gateway refused what we asked it to mail (§5.2.1, §5.2.2):
+    /// `what` is probe, syn_ack, ack, send_ack, invite or invite_status;
+    /// `refusal` the gateway's code (opted_out, address_limited, …).
+    GatewayRefused {
+        what: String,
+        id: Option<String>,
+        address: Option<String>,
+        refusal: String,
+        /// The gateway's own words: untrusted.
+        message: UntrustedPeerText,
+        /// Seconds to wait, when the gateway said.
+        retry_after: Option<u64>,
+    },
+    /// Someone's agent invited our owner (§5.2.2). Answering is the normal
+    /// consent flow: `rdv contact request <from>`.
+    Invited {
+        invite_id: String,
+        from: AgentId,
+        fingerprint: String,
+        /// Our mailbox it reached.
+        mailbox: Option<String>,
     },
 }

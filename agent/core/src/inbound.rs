@@ -103,6 +103,10 @@ impl Agent {
             return Ok(());
         };
         let meta = Meta::from(&opened.header);
+        // §6.4.1: a restore notice re-bases the chain instead of riding it.
+        if self.restore_before_ordering(&from, &meta, &opened.payload, ctx)? {
+            return Ok(());
+        }
         let admission = self.admission(&from);
         let held = Held {
             from: from.clone(),
@@ -191,6 +195,11 @@ impl Agent {
                 Ok(())
             }
             "rdv/resend" => self.on_resend(&payload, from, ctx),
+            // §5.2.1: the ACK of a mailbox probe, echoing the cookie.
+            rdv_proto::mailblock::PROBE_ECHO_TYPE => self.on_probe_echo(&payload, from, meta, ctx),
+            // §6.4.1: acted on before ordering (restore_before_ordering).
+            rdv_proto::doc::restored::RESTORED_TYPE
+            | rdv_proto::doc::restored::RESTORED_ACK_TYPE => Ok(()),
             _ if ty.starts_with("rdv/") => {
                 self.drop_from(from, "unsupported rdv payload");
                 Ok(())
@@ -287,10 +296,12 @@ impl Agent {
         let (via_s, address) = match &via {
             Via::Topic { address } => ("topic", Some(address.clone())),
             Via::Envelope => ("envelope", None),
+            Via::Mailbox { address } => ("mailbox", Some(address.clone())),
         };
         let binding = match via {
             Via::Topic { .. } => Binding::Claimed,
             Via::Envelope => Binding::Card,
+            Via::Mailbox { .. } => Binding::Claimed,
         };
         // §6.4: a pending requester we keep gets channel state from here on.
         if let Some(m) = meta {
@@ -669,7 +680,7 @@ impl Agent {
             label,
             seq: meta.seq,
             payload_type: ty.to_string(),
-            payload: UntrustedPeerText::new(&text),
+            payload: UntrustedPeerText::message(&text),
         });
         Ok(())
     }

@@ -12,9 +12,11 @@ pub mod consent;
 pub mod error;
 pub mod event;
 pub mod inbound;
+pub mod mailbox;
 pub mod peer_text;
 pub mod phrase;
 pub mod record;
+pub mod restore;
 pub mod state;
 
 pub use agent::{Agent, Ctx, Effect, Input, Output, PublishOutcome, Subscriptions};

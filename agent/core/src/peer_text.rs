@@ -101,6 +101,16 @@ impl UntrustedPeerText {
         Self(bounded(&terminal_safe(raw), UNTRUSTED_PEER_TEXT_MAX_CHARS))
     }
 
+    /// A whole message payload (already bounded by the envelope's 32 KiB,
+    /// §6.4): cleaned, and not cut to the display cap, so the owner gets
+    /// all of it.
+    pub fn message(raw: &str) -> Self {
+        Self(bounded(
+            &terminal_safe(raw),
+            rdv_proto::consts::ENVELOPE_MAX_PLAINTEXT,
+        ))
+    }
+
     /// The cleaned text, safe to print on one line.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -143,7 +153,7 @@ impl Serialize for UntrustedPeerText {
 impl<'de> Deserialize<'de> for UntrustedPeerText {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = Wire::<String>::deserialize(d)?;
-        Ok(Self::new(&w.untrusted_peer_text))
+        Ok(Self::message(&w.untrusted_peer_text))
     }
 }
 

@@ -34,10 +34,20 @@ pub enum Table {
     ProbeLog,
     /// Cards found or imported that are not contacts yet, by agent ID.
     KnownCard,
+    /// The owner's mailboxes at probe gateways, by address (§5.2.1).
+    Mailbox,
+    /// How far each gateway's inbox was read (its last seq), by gateway URL.
+    GatewayCursor,
+    /// Our mailbox probes (§5.2.1), by request id.
+    MailProbeOut,
+    /// Mailbox probes that reached us, until the ACK lands, by request id.
+    MailProbeIn,
+    /// Invites we sent (§5.2.2), by invite id.
+    Invite,
 }
 
 impl Table {
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 17] = [
         Table::Profile,
         Table::Contact,
         Table::Pending,
@@ -50,6 +60,11 @@ impl Table {
         Table::RelayHealth,
         Table::ProbeLog,
         Table::KnownCard,
+        Table::Mailbox,
+        Table::GatewayCursor,
+        Table::MailProbeOut,
+        Table::MailProbeIn,
+        Table::Invite,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +81,11 @@ impl Table {
             Table::RelayHealth => "relay_health",
             Table::ProbeLog => "probe_log",
             Table::KnownCard => "known_card",
+            Table::Mailbox => "mailbox",
+            Table::GatewayCursor => "gateway_cursor",
+            Table::MailProbeOut => "mail_probe_out",
+            Table::MailProbeIn => "mail_probe_in",
+            Table::Invite => "invite",
         }
     }
 

@@ -31,6 +31,9 @@ pub enum Binding {
     InPerson,
     /// The card was given to us (imported, or it came with a request to us).
     Card,
+    /// The mailbox proof (§5.2.1): a DMARC-aligned probe, or a SYN-ACK
+    /// whose cookie came back.
+    Mailbox,
 }
 
 impl Binding {
@@ -41,6 +44,7 @@ impl Binding {
             Binding::Directory => "directory",
             Binding::InPerson => "in-person",
             Binding::Card => "card",
+            Binding::Mailbox => "mailbox",
         }
     }
 }
@@ -151,6 +155,9 @@ pub enum Via {
     Topic { address: String },
     /// An envelope addressed to our card.
     Envelope,
+    /// A mailbox probe (§5.2.1) that reached `address`, one of our
+    /// mailboxes, through its gateway.
+    Mailbox { address: String },
 }
 
 /// A request waiting for the owner (§5.5).
@@ -315,6 +322,16 @@ pub struct State {
     pub probe_log: BTreeMap<String, i64>,
     /// Cards found by discovery or imported, with how (§4.4 bindings).
     pub known_cards: BTreeMap<AgentId, KnownCard>,
+    /// The owner's mailboxes at probe gateways, by address (§5.2.1).
+    pub mailboxes: BTreeMap<String, OwnMailbox>,
+    /// The last inbox seq handled, by gateway URL.
+    pub gateway_cursors: BTreeMap<String, u64>,
+    /// Our mailbox probes, by request id (§5.2.1).
+    pub mail_out: BTreeMap<String, MailProbeOut>,
+    /// Mailbox probes to us, until the ACK lands, by request id (§5.2.1).
+    pub mail_in: BTreeMap<String, MailProbeIn>,
+    /// Invites we sent, by invite id (§5.2.2).
+    pub invites: BTreeMap<String, SentInvite>,
     dirty: BTreeSet<(Table, String)>,
 }
 
@@ -378,6 +395,21 @@ impl State {
                 Table::KnownCard => {
                     s.known_cards.insert(agent_key(r)?, from_value(r)?);
                 }
+                Table::Mailbox => {
+                    s.mailboxes.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::GatewayCursor => {
+                    s.gateway_cursors.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::MailProbeOut => {
+                    s.mail_out.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::MailProbeIn => {
+                    s.mail_in.insert(r.key.clone(), from_value(r)?);
+                }
+                Table::Invite => {
+                    s.invites.insert(r.key.clone(), from_value(r)?);
+                }
             }
         }
         Ok(s)
@@ -433,6 +465,11 @@ impl State {
                 .and_then(|i| self.known_cards.get(&i))
                 .map(to_value)
                 .transpose()?,
+            Table::Mailbox => self.mailboxes.get(key).map(to_value).transpose()?,
+            Table::GatewayCursor => self.gateway_cursors.get(key).map(to_value).transpose()?,
+            Table::MailProbeOut => self.mail_out.get(key).map(to_value).transpose()?,
+            Table::MailProbeIn => self.mail_in.get(key).map(to_value).transpose()?,
+            Table::Invite => self.invites.get(key).map(to_value).transpose()?,
         })
     }
 
@@ -458,4 +495,144 @@ impl State {
     pub fn is_me(key: &AgentKey, id: &AgentId) -> bool {
         key.id() == id
     }
+}
+
+// ---- mailbox probe and invite (§5.2.1, §5.2.2) -----------------------------
+
+/// One of the owner's mailboxes at a probe gateway (§5.2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnMailbox {
+    /// The canonical address (§4.6).
+    pub address: String,
+    /// The gateway's base URL.
+    pub gateway: String,
+    /// The gateway took the mailed code.
+    pub verified: bool,
+    /// The gateway's address for the mailbox, once verified.
+    pub gateway_address: Option<String>,
+    /// The owner asked for it on the card as an email rendezvous entry.
+    pub on_card: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    pub added: Instant,
+}
+
+/// Where one of our mailbox probes stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum MailProbeStatus {
+    /// Handed to the gateway; its answer not in yet.
+    Sending,
+    /// The gateway mailed it.
+    Sent,
+    /// The gateway refused it (`code`: opted_out, address_limited, …).
+    Refused { code: String },
+}
+
+/// A SYN-ACK to one of our mailbox probes: what the ACK echoes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailAnswer {
+    pub grantor: AgentId,
+    /// The SYN-ACK's seq in our gateway inbox.
+    pub seq: u64,
+    pub cookie: String,
+}
+
+/// One of our mailbox probes (§5.2.1); its answers are candidates of the
+/// `Outgoing` with the same request id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailProbeOut {
+    pub request_id: String,
+    /// The probed address (canonical).
+    pub address: String,
+    pub gateway: String,
+    /// Which of our mailboxes it was sent from.
+    pub from_mailbox: String,
+    pub status: MailProbeStatus,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: Instant,
+    /// No probe to this address before then (the gateway's retry_after).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub not_before: Option<Instant>,
+    pub answers: Vec<MailAnswer>,
+}
+
+/// What our owner granted a mailbox probe, kept until the ACK lands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailGrant {
+    /// The signed grant the SYN-ACK carries.
+    pub grant: Value,
+    pub id: String,
+    pub tier: String,
+    pub scope: Value,
+    pub label: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub ts: Instant,
+    /// The gateway mailed the SYN-ACK.
+    pub sent: bool,
+}
+
+/// A mailbox probe that reached one of our mailboxes (§5.2.1): pending
+/// until our owner grants it, then waiting for the ACK.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MailProbeIn {
+    pub request_id: String,
+    pub requester: AgentId,
+    pub gateway: String,
+    /// Our mailbox it reached.
+    pub mailbox: String,
+    /// Its seq in our gateway inbox (what `syn_ack` and `ack` name).
+    pub seq: u64,
+    /// The gateway's cookie: what the ACK must echo.
+    pub cookie: String,
+    /// canon(From) of the mail, as the gateway read it.
+    pub sender: Option<String>,
+    /// DMARC passed (the gateway's weak mailbox proof).
+    pub weak_proof: bool,
+    /// The request as it was pending (put back if the SYN-ACK fails).
+    pub pending: Pending,
+    pub granted: Option<MailGrant>,
+    /// The ACK landed: the contact is made.
+    pub acked: bool,
+}
+
+/// Where an invite of ours stands (§5.2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum InviteStatus {
+    Sending,
+    Pending,
+    Accepted,
+    Declined,
+    /// The address opted out: permanent.
+    OptedOut,
+    /// The gateway refused it for another reason.
+    Refused { code: String },
+}
+
+/// An invite we sent (§5.2.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentInvite {
+    pub id: String,
+    /// The invited address (canonical).
+    pub address: String,
+    pub gateway: String,
+    /// Where the owner got the address (stated in the invite).
+    pub source: String,
+    /// The single-use token.
+    pub token: String,
+    pub status: InviteStatus,
+    #[serde(with = "time::serde::rfc3339")]
+    pub sent: Instant,
+    /// When it was answered, declined or refused.
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub ended: Option<Instant>,
+    /// No invite to this address before then (the gateway's retry_after).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub not_before: Option<Instant>,
 }

@@ -438,8 +438,13 @@ impl<T> Inbound<T> {
 
     /// §6.4.1, the restored side: the peer's `rdv/restored-ack`, already
     /// matched by the caller to the last notice sent to this peer (once).
-    /// Moves the head forward only.
+    /// Moves the head forward only. An ack whose `prev` is null past seq 1
+    /// names no head (§6.4: prev is null exactly for seq 1) and is ignored,
+    /// so it cannot set the chain back to its start.
     pub fn on_restored_ack(&mut self, ack: &RestoredAck) {
+        if (ack.from_seq == 1) != ack.prev.is_none() {
+            return;
+        }
         let (expect, _) = self.expected();
         if ack.from_seq > expect {
             self.head = ack.prev.clone().map(|p| (ack.from_seq - 1, p));
@@ -462,6 +467,10 @@ pub enum RestoredDecision {
     /// The chain was refused after a fork; only the human re-syncs it.
     Refused,
 }
+
+/// The `prev` of a restore notice on a chain that has sent nothing
+/// (§6.4.1): the all-zero hash, which is no envelope's.
+pub const NO_ENVELOPE: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// One sent envelope kept for resends.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -565,7 +574,10 @@ impl Outbound {
     }
 
     /// §6.4.1, the restored side: the outbound epoch jumps to at least the
-    /// restore time in milliseconds, and the notice to send first.
+    /// restore time in milliseconds, and the notice to send first. A chain
+    /// with nothing sent jumps too, after [`NO_ENVELOPE`]: the copy that was
+    /// lost may have opened it after the backup, and §6.4 allows a null
+    /// prev only at seq 1 (the peer re-bases on the notice whatever its prev).
     pub fn restore(
         &mut self,
         restore_time: Instant,
@@ -574,6 +586,9 @@ impl Outbound {
     ) -> Value {
         let ms = (restore_time.unix_timestamp_nanos() / 1_000_000).max(0) as u64;
         self.next_seq = self.next_seq.max(ms);
+        if self.next_seq > 1 && self.prev.is_none() {
+            self.prev = Some(NO_ENVELOPE.to_string());
+        }
         Restored {
             in_seq,
             backup_created,
@@ -1730,5 +1745,72 @@ mod tests {
         inb.on_restored_ack(&ack);
         let next = meta(3, Some(h(2, "c")), h(3, "c"), t(60));
         assert_eq!(delivered(inb.receive(&next, 3, true)), vec![3]);
+    }
+    #[test]
+    fn restore_on_a_chain_with_nothing_sent_opens_after_no_envelope() {
+        // §6.4.1: the lost copy may have written after the backup, so the
+        // notice goes above it too; §6.4 allows prev null only at seq 1.
+        let a = crate::AgentKey::from_seed([1; 32]);
+        let b = crate::AgentKey::from_seed([2; 32]);
+        let mut out = Outbound::new();
+        let notice = out.restore(t(1000), 0, None);
+        let (seq, prev) = out.next();
+        assert!(
+            seq >= 1_791_417_600_000,
+            "epoch jumps to restore time in ms"
+        );
+        assert_eq!(prev, Some(NO_ENVELOPE));
+        let p = crate::envelope::SealParams {
+            from: &a,
+            to: b.id(),
+            seq,
+            prev,
+            created: t(1000),
+            ttl: "48h",
+            ephemeral: [7; 32],
+            nonce: [1; 12],
+        };
+        let env = crate::envelope::seal(&notice, &p).expect("the notice seals");
+        let hd = crate::envelope::verify(&crate::canon::to_vec(&env).unwrap(), t(1000))
+            .unwrap()
+            .into_parts()
+            .0;
+        out.record(&hd, env);
+        assert_eq!(out.next(), (seq + 1, Some(hd.hash.as_str())));
+        // A chain that has sent keeps its own prev.
+        let mut sent = Outbound::new();
+        sent.record(&header(1, None, h(1, "s"), t(1)), json!({"seq": 1}));
+        sent.restore(t(1000), 0, None);
+        assert_eq!(sent.next().1, Some(h(1, "s").as_str()));
+    }
+
+    #[test]
+    fn ack_with_null_prev_past_seq_1_never_sets_the_head_back() {
+        let c = chain(3, "a");
+        let mut inb: Inbound<u64> = Inbound::new();
+        for m in &c {
+            delivered(inb.receive(m, m.seq, true));
+        }
+        let floor = inb.floor();
+        let bad = RestoredAck {
+            notice: h(1, "n"),
+            from_seq: 9,
+            prev: None,
+            floor: t(70),
+        };
+        inb.on_restored_ack(&bad);
+        assert_eq!(
+            inb.head(),
+            Some((3, h(3, "a").as_str())),
+            "not moved to none"
+        );
+        assert_eq!(inb.floor(), floor, "nothing of it is taken");
+        let next = Meta {
+            seq: 4,
+            prev: Some(h(3, "a")),
+            hash: h(4, "a"),
+            created: t(40),
+        };
+        assert_eq!(delivered(inb.receive(&next, 4, true)), vec![4]);
     }
 }

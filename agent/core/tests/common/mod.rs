@@ -243,3 +243,101 @@ impl Net {
         self.nodes[i].agent.state.profile().unwrap().card.clone()
     }
 }
+
+// ---- restore (§6.4.1) ------------------------------------------------------
+
+impl Node {
+    /// Every record, as the store would load them.
+    pub fn record_list(&self) -> Vec<Record> {
+        self.records
+            .iter()
+            .map(|((t, k), v)| Record {
+                table: *t,
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect()
+    }
+
+    /// A node with this seed whose store holds exactly `records`: a home
+    /// restored from a backup, with an empty inbox.
+    pub fn from_records(seed: [u8; 32], records: &[Record]) -> Node {
+        let state = State::load(records).unwrap();
+        Node {
+            agent: Agent::new(AgentKey::from_seed(seed), state),
+            key: seed,
+            records: records
+                .iter()
+                .map(|r| ((r.table, r.key.clone()), r.value.clone()))
+                .collect(),
+            inbox: Vec::new(),
+        }
+    }
+}
+
+impl Net {
+    /// A command on node `i` whose effects are carried `secs` later (what
+    /// the relays do with them happens after the command's second).
+    pub fn cmd_then(&mut self, i: usize, c: Command, secs: i64) -> rdv_agent_core::Result<Value> {
+        let now = self.now;
+        let out = self.nodes[i].handle(Input::Command(c), now)?;
+        let reply = out.reply.clone().unwrap_or(Value::Null);
+        self.advance(secs);
+        self.carry(i, out.effects);
+        Ok(reply)
+    }
+
+    /// An envelope from node `from` to node `to` with any payload, sealed
+    /// on `from`'s real outbound chain (which is committed, as a send
+    /// would), as the Nostr event a relay would hand over. Not published.
+    pub fn forge(&mut self, from: usize, to: usize, payload: &Value) -> Value {
+        let key = AgentKey::from_seed(self.nodes[from].key);
+        let to_id = self.nodes[to].id();
+        let mut out = self.nodes[from]
+            .agent
+            .state
+            .channels_out
+            .get(&to_id)
+            .cloned()
+            .unwrap_or_default();
+        let (seq, prev) = out.next();
+        let prev = prev.map(str::to_string);
+        let mut rng = rand_core::OsRng;
+        let params = rdv_proto::envelope::SealParams::new(
+            &key,
+            &to_id,
+            seq,
+            prev.as_deref(),
+            self.now,
+            &mut rng,
+        );
+        let env = rdv_proto::envelope::seal(payload, &params).unwrap();
+        let header = rdv_proto::envelope::verify_value(&env, self.now)
+            .unwrap()
+            .header()
+            .clone();
+        out.record(&header, env.clone());
+        self.nodes[from].records.insert(
+            (Table::ChannelOut, to_id.to_string()),
+            serde_json::to_value(&out).unwrap(),
+        );
+        self.nodes[from].reload();
+        self.wrap(from, &env)
+    }
+
+    /// An envelope node `i` sealed, in a Nostr event of its carrier key.
+    pub fn wrap(&self, i: usize, env: &Value) -> Value {
+        let key = AgentKey::from_seed(self.nodes[i].key);
+        let mut aux = [0u8; 32];
+        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut aux);
+        let created_at = self.now.unix_timestamp() as u64;
+        let ev = rdv_proto::nostr_event::envelope_event(
+            env,
+            &key.nostr_keys().unwrap(),
+            created_at,
+            aux,
+        )
+        .unwrap();
+        serde_json::to_value(&ev).unwrap()
+    }
+}

@@ -76,6 +76,11 @@ impl RestoredAck {
             Value::Null => None,
             _ => Some(o.hash("prev")?.to_string()),
         };
+        // §6.4: a chain goes on after a hash, except at its first envelope;
+        // a null prev past seq 1 would name no head.
+        if (from_seq == 1) != prev.is_none() {
+            return Err(o.err("prev", "null exactly for from_seq 1"));
+        }
         let floor = parse_time_ms("floor", o.str("floor")?)?;
         o.deny_unknown()?;
         Ok(Self {
@@ -177,6 +182,14 @@ mod tests {
         );
         assert!(
             matches!(bad(&|v| v["floor"] = Value::Null), Error::Shape { field, .. } if field == "floor")
+        );
+        // §6.4: prev is null exactly at the chain's first envelope; a null
+        // prev past it would set the restored side's head to none.
+        assert!(
+            matches!(bad(&|v| v["prev"] = Value::Null), Error::Shape { field, .. } if field == "prev")
+        );
+        assert!(
+            matches!(bad(&|v| v["from_seq"] = json!(1)), Error::Shape { field, .. } if field == "prev")
         );
         assert_eq!(bad(&|v| v["x"] = json!(1)), Error::UnknownField("x".into()));
     }
