@@ -3,7 +3,8 @@
 //! the peer a user would pick instead.
 //!
 //! ```sh
-//! cargo build --release -p rdv-agent -p rdv-dev-relay --example agent-bench
+//! cargo build --release -p rdv-agent -p rdv-dev-relay --bins
+//! cargo build --release -p rdv-agent --example agent-bench
 //! target/release/examples/agent-bench all            # everything below
 //! target/release/examples/agent-bench latency 200    # N messages
 //! target/release/examples/agent-bench first-contact 5
@@ -31,7 +32,8 @@
 //!   and opening the store and loading the state in-process).
 //!
 //! Binaries are taken beside this example (target/release), or from
-//! `RDV_BIN` and `RDV_DEV_RELAY_BIN`.
+//! `RDV_BIN` and `RDV_DEV_RELAY_BIN`. The relay is rdv-dev-relay's, without
+//! its 60 events/minute per connection limit ([`Relay::start`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::BTreeMap;
@@ -69,7 +71,8 @@ fn rdv_bin() -> PathBuf {
 }
 
 fn relay_bin() -> PathBuf {
-    std::env::var_os("RDV_DEV_RELAY_BIN").map_or_else(|| bin_dir().join("rdv-dev-relay"), PathBuf::from)
+    std::env::var_os("RDV_DEV_RELAY_BIN")
+        .map_or_else(|| bin_dir().join("rdv-dev-relay"), PathBuf::from)
 }
 
 struct Relay {
@@ -78,8 +81,20 @@ struct Relay {
 }
 
 impl Relay {
+    /// rdv-dev-relay's relay (nostr-relay-builder's `LocalRelay`, built the
+    /// same way) in a process of its own, with the builder's per-connection
+    /// limit of 60 events a minute lifted: one runtime sending 200 messages,
+    /// or 10 a second, would be refused past it. `RDV_BENCH_RELAY=dev` runs
+    /// rdv-dev-relay itself (then keep under 60 messages a minute).
     fn start() -> Relay {
-        let mut child = Proc::new(relay_bin())
+        let mut cmd = if std::env::var_os("RDV_BENCH_RELAY").is_some_and(|v| v == "dev") {
+            Proc::new(relay_bin())
+        } else {
+            let mut c = Proc::new(std::env::current_exe().unwrap());
+            c.arg("relay");
+            c
+        };
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -119,7 +134,10 @@ fn rdv(home: &Path, args: &[&str]) -> (Duration, Value) {
         "rdv {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (d, serde_json::from_slice(&out.stdout).unwrap_or(Value::Null))
+    (
+        d,
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+    )
 }
 
 /// `rdv listen --json` on a home, each line it prints timestamped.
@@ -323,8 +341,13 @@ async fn bare_round_trips(url: &str, n: usize) -> (Vec<Duration>, Vec<Duration>)
     for i in 0..n + 5 {
         let ev = envelope_event(&from, to.id(), &format!("bare-{i}"));
         let t = Instant::now();
-        publisher.send_event(&ev).await.unwrap();
+        let sent = publisher.send_event(&ev).await.unwrap();
         let t_ok = t.elapsed();
+        assert!(
+            sent.failed.is_empty(),
+            "the relay refused: {:?}",
+            sent.failed
+        );
         loop {
             match tokio::time::timeout(WAIT, notes.recv()).await {
                 Ok(Ok(RelayPoolNotification::Event { event, .. })) if event.id == ev.id => break,
@@ -375,11 +398,11 @@ struct Step {
 }
 
 struct Pair {
-    a: PathBuf,
     b: PathBuf,
     a_id: AgentId,
     la: Listener,
-    lb: Listener,
+    /// B's listener, kept running.
+    _lb: Listener,
 }
 
 /// Two homes, both listening; `first contact` by card or by probe. The
@@ -477,11 +500,10 @@ fn first_contact(root: &Path, tag: &str, relay: &str, by_card: bool) -> (Pair, V
     });
     (
         Pair {
-            a,
             b,
             a_id,
             la,
-            lb,
+            _lb: lb,
         },
         steps,
     )
@@ -498,7 +520,9 @@ fn run_first_contact(root: &Path, relay: &Relay, runs: usize, bare_p50: Duration
             let (_pair, steps) = first_contact(root, &tag, &relay.url, by_card);
             totals.push(steps.iter().map(|s| s.total).sum::<Duration>());
             for (i, s) in steps.iter().enumerate() {
-                let e = per_step.entry(i).or_insert((s.name, Vec::new(), Vec::new()));
+                let e = per_step
+                    .entry(i)
+                    .or_insert((s.name, Vec::new(), Vec::new()));
                 e.1.push(s.tools);
                 e.2.push(s.total);
             }
@@ -532,7 +556,12 @@ fn run_first_contact(root: &Path, relay: &Relay, runs: usize, bare_p50: Duration
 
 // ---- message latency ----------------------------------------------------------
 
-fn run_latency(root: &Path, relay: &Relay, n: usize, tokio_rt: &tokio::runtime::Runtime) -> Duration {
+fn run_latency(
+    root: &Path,
+    relay: &Relay,
+    n: usize,
+    tokio_rt: &tokio::runtime::Runtime,
+) -> Duration {
     println!("\n== message latency over rdv-dev-relay ({n} messages each, one at a time)");
     let (bare, bare_ok) = tokio_rt.block_on(bare_round_trips(&relay.url, n));
     let (seal, open) = seal_open(n.max(500));
@@ -558,28 +587,72 @@ fn run_latency(root: &Path, relay: &Relay, n: usize, tokio_rt: &tokio::runtime::
     // The library path: one runtime kept open, as rdv-mcp or a long-lived app.
     let mut lib = Vec::new();
     let mut lib_cmd = Vec::new();
+    let (mut lib_apply, mut lib_carry) = (Vec::new(), Vec::new());
     let mut rt = tokio_rt
         .block_on(Runtime::open(Home::at(&pair.b), Options::default()))
         .unwrap();
     for i in 0..n + 3 {
         let text = format!("lib-{i:03}");
         let payload = json!({"type": "note/text", "text": text});
+        // What Runtime::command does, in its two halves: decide and commit
+        // (Runtime::apply), then publish and commit the relay's answer
+        // (Runtime::carry).
         let t = Instant::now();
-        let reply = tokio_rt
-            .block_on(rt.command(Command::Send {
-                to: pair.a_id.clone(),
-                payload,
-            }))
-            .unwrap();
+        let (applied, report) = tokio_rt.block_on(async {
+            let out = rt
+                .apply(Input::Command(Command::Send {
+                    to: pair.a_id.clone(),
+                    payload,
+                }))
+                .await
+                .unwrap();
+            let applied = t.elapsed();
+            (applied, rt.carry(out.effects).await.unwrap())
+        });
         let d = t.elapsed();
-        assert!(reply["delivery"][0]["accepted"][0].is_string(), "{reply}");
+        assert!(report[0]["accepted"][0].is_string(), "{report:?}");
         let seen = pair.la.wait_text(&text);
         if i >= 3 {
             lib.push(seen - t);
             lib_cmd.push(d);
+            lib_apply.push(applied);
+            lib_carry.push(d - applied);
         }
     }
     drop(rt);
+    // The store commits with synchronous=FULL: an fsync per commit, three on
+    // the way (the send, the relay's OK, the receipt).
+    let fsync: Vec<Duration> = (0..50)
+        .map(|i| {
+            use std::io::Write as _;
+            let mut f = std::fs::File::create(root.join("fsync.tmp")).unwrap();
+            f.write_all(&[i as u8; 4096]).unwrap();
+            let t = Instant::now();
+            f.sync_all().unwrap();
+            t.elapsed()
+        })
+        .collect();
+    // One commit of one small record through the store (WAL, synchronous=FULL).
+    let commit: Vec<Duration> = tokio_rt.block_on(async {
+        let store = Store::open(&root.join("commit.db")).await.unwrap();
+        let mut v = Vec::new();
+        for i in 0..50 {
+            let t = Instant::now();
+            let mut tx = store.begin().await.unwrap();
+            tx.write(&[Write {
+                table: Table::Seen,
+                key: format!("k{i}"),
+                value: Some(json!(i)),
+            }])
+            .await
+            .unwrap();
+            tx.commit().await.unwrap();
+            v.push(t.elapsed());
+        }
+        store.close().await;
+        v
+    });
+    let status: Vec<Duration> = (0..20).map(|_| rdv(&pair.b, &["status"]).0).collect();
     let so = pct(&seal, 0.5) + pct(&open, 0.5);
     line("seal (note/text payload)", &seal);
     line("open", &open);
@@ -588,6 +661,14 @@ fn run_latency(root: &Path, relay: &Relay, n: usize, tokio_rt: &tokio::runtime::
     line("rdv process floor: `rdv --version`", &floor);
     line("CLI: `rdv send` wall time", &cli_cmd);
     line("CLI: `rdv send` start → A's listener prints", &cli);
+    line("`rdv status` on B (process + SQLite open + load)", &status);
+    line("fsync of a new 4 KiB file, same file system", &fsync);
+    line(
+        "Store commit of one record (WAL, synchronous=FULL)",
+        &commit,
+    );
+    line("library: Runtime::apply(Send): seal + commit", &lib_apply);
+    line("library: Runtime::carry: publish, OK, commit", &lib_carry);
     line("library: Runtime::command(Send) returns", &lib_cmd);
     line("library: command start → A's listener prints", &lib);
     let bound50 = pct(&bare, 0.5) + so;
@@ -596,6 +677,14 @@ fn run_latency(root: &Path, relay: &Relay, n: usize, tokio_rt: &tokio::runtime::
         "  bound = bare round trip + seal + open: p50 {:.3} ms, p99 {:.3} ms",
         ms(bound50),
         ms(bound99)
+    );
+    // §7 persistence puts two commits on the way: the sender's before the
+    // publish, the receiver's before it shows the message.
+    let durable = bound50 + 2 * pct(&commit, 0.5);
+    println!(
+        "  with the two commits §7 puts on the way (bound + 2 × commit p50): {:.3} ms; library p50 is {:.2}× that",
+        ms(durable),
+        ms(pct(&lib, 0.5)) / ms(durable)
     );
     for (name, v) in [("library", &lib), ("CLI", &cli)] {
         let (r50, r99) = (
@@ -699,7 +788,12 @@ impl Node {
 }
 
 /// Alice with `n` contacts, each a real request by card she granted.
-fn build_home(home: &Path, relay: &str, n: usize, tokio_rt: &tokio::runtime::Runtime) -> (AgentId, Vec<Node>) {
+fn build_home(
+    home: &Path,
+    relay: &str,
+    n: usize,
+    tokio_rt: &tokio::runtime::Runtime,
+) -> (AgentId, Vec<Node>) {
     let t = Instant::now();
     let mut alice = Node::new();
     alice.init("alice@example.com", relay);
@@ -820,6 +914,31 @@ fn measure(pids: &[u32], window: Duration) -> Vec<Usage> {
         .collect()
 }
 
+/// `agent-bench relay`: rdv-dev-relay's main, without the rate limit.
+fn unlimited_relay() {
+    use nostr_relay_builder::prelude::RateLimit;
+    use nostr_relay_builder::{LocalRelay, RelayBuilder};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let builder = RelayBuilder::default()
+            .addr(std::net::Ipv4Addr::LOCALHOST.into())
+            .port(port)
+            .rate_limit(RateLimit {
+                max_reqs: 5000,
+                notes_per_minute: u32::MAX,
+            });
+        let relay = LocalRelay::new(builder);
+        relay.run().await.unwrap();
+        println!("{}", json!({ "url": relay.url().await.to_string() }));
+        std::future::pending::<()>().await;
+    });
+}
+
 /// The peer a user would pick instead: a bare nostr-sdk subscriber on the
 /// same `#p`, printing each event it receives (signatures checked by the SDK).
 fn bare_subscriber(url: &str, p: &str) {
@@ -848,7 +967,10 @@ fn run_load(
     window: Duration,
     tokio_rt: &tokio::runtime::Runtime,
 ) {
-    println!("\n== rdv listen with {n} contacts at {rate} messages/s ({} s window)", window.as_secs());
+    println!(
+        "\n== rdv listen with {n} contacts at {rate} messages/s ({} s window)",
+        window.as_secs()
+    );
     let home = tmp_home(root, "load");
     let (alice_id, peers) = build_home(&home, &relay.url, n, tokio_rt);
     let t = Instant::now();
@@ -907,7 +1029,12 @@ fn run_load(
                 sent.lock().unwrap().insert(text, Instant::now());
                 for ev in events {
                     let ev = SdkEvent::from_json(ev.as_json()).unwrap();
-                    publisher.send_event(&ev).await.unwrap();
+                    let sent = publisher.send_event(&ev).await.unwrap();
+                    assert!(
+                        sent.failed.is_empty(),
+                        "the relay refused: {:?}",
+                        sent.failed
+                    );
                 }
                 k += 1;
             }
@@ -1019,6 +1146,10 @@ fn run_load(
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let what = args.first().map_or("all", String::as_str);
+    if what == "relay" {
+        unlimited_relay();
+        return;
+    }
     if what == "bare-subscriber" {
         bare_subscriber(&args[1], &args[2]);
         return;
@@ -1031,7 +1162,10 @@ fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "agent-bench: {cores} cores, load {}, relay {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
         relay.url
     );
     match what {
@@ -1053,7 +1187,14 @@ fn main() {
         _ => {
             let bare = run_latency(root.path(), &relay, 200, &tokio_rt);
             run_first_contact(root.path(), &relay, 5, bare);
-            run_load(root.path(), &relay, 1000, 10, Duration::from_secs(60), &tokio_rt);
+            run_load(
+                root.path(),
+                &relay,
+                1000,
+                10,
+                Duration::from_secs(60),
+                &tokio_rt,
+            );
         }
     }
 }

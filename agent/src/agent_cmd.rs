@@ -530,9 +530,15 @@ fn contacts(rt: &Runtime) -> Result<Value> {
 async fn send(a: SendArgs, g: &Global, out: &Out) -> Result<()> {
     let mut rt = open(g).await?;
     let to = contact_ref(&rt, &a.contact)?;
-    let payload =
-        rdv_proto::canon::parse_str(&a.payload, rdv_proto::consts::ENVELOPE_MAX_PLAINTEXT)
-            .map_err(|e| Error::Input(format!("the payload is not a JSON object: {e}")))?;
+    let max = rdv_proto::consts::ENVELOPE_MAX_PLAINTEXT;
+    if a.payload.len() > max {
+        return Err(Error::Input(format!(
+            "the payload is {} bytes: at most {max} (SPEC §6.4)",
+            a.payload.len()
+        )));
+    }
+    let payload = rdv_proto::canon::parse_str(&a.payload, max)
+        .map_err(|e| Error::Input(format!("the payload is not a JSON object: {e}")))?;
     let v = rt.command(Command::Send { to, payload }).await?;
     out.value(&v)
 }

@@ -59,9 +59,9 @@ impl Dns {
         match std::env::var(DNS_SERVER_ENV) {
             Ok(v) if !v.is_empty() => Dns::parse(&v),
             Ok(_) | Err(std::env::VarError::NotPresent) => Ok(Dns::System),
-            Err(std::env::VarError::NotUnicode(_)) => Err(Error::Input(format!(
-                "{DNS_SERVER_ENV} is not valid UTF-8"
-            ))),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(Error::Input(format!("{DNS_SERVER_ENV} is not valid UTF-8")))
+            }
         }
     }
 
@@ -259,7 +259,9 @@ mod tests {
         let (ids, ignored) = parse_records(&many[..TXT_MAX_RECORDS]);
         assert_eq!((ids, ignored), (vec![a], 0));
 
-        let recs: Vec<Vec<Box<[u8]>>> = (1..=12).map(|s| rec(&[&format!("rdv={}", id(s))])).collect();
+        let recs: Vec<Vec<Box<[u8]>>> = (1..=12)
+            .map(|s| rec(&[&format!("rdv={}", id(s))]))
+            .collect();
         let refs: Vec<&[Box<[u8]>]> = recs.iter().map(Vec::as_slice).collect();
         let (ids, ignored) = parse_records(&refs);
         assert_eq!(ids.len(), MAX_CANDIDATES);
@@ -269,8 +271,14 @@ mod tests {
     #[test]
     fn names() {
         let n = |s: &str| txt_name(&Address::parse(s).unwrap()).map(|n| n.to_ascii());
-        assert_eq!(n("Alice@Example.COM").as_deref(), Some("_agent.example.com."));
-        assert_eq!(n("a@bücher.example").as_deref(), Some("_agent.xn--bcher-kva.example."));
+        assert_eq!(
+            n("Alice@Example.COM").as_deref(),
+            Some("_agent.example.com.")
+        );
+        assert_eq!(
+            n("a@bücher.example").as_deref(),
+            Some("_agent.xn--bcher-kva.example.")
+        );
         assert_eq!(n("+15551234567"), None);
         assert_eq!(n("a@localhost"), None);
         assert_eq!(n("a@[192.0.2.1]"), None);

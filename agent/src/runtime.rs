@@ -391,7 +391,17 @@ impl Runtime {
         shutdown: impl std::future::Future<Output = ()>,
         mut on_event: impl FnMut(&Event),
     ) -> Result<()> {
-        let _lock = self.home.try_lock_listener()?.ok_or_else(|| {
+        // A `rdv status` probing the lock holds it for an instant: retry
+        // briefly before concluding another listener runs.
+        let mut lock = None;
+        for _ in 0..20 {
+            if let Some(l) = self.home.try_lock_listener()? {
+                lock = Some(l);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _lock = lock.ok_or_else(|| {
             Error::Input(
                 "another process already listens on this home (rdv listen or rdv-mcp)".into(),
             )
@@ -401,19 +411,13 @@ impl Runtime {
             on_event(e);
         }
         self.carry(out.effects).await?;
-        let out = {
-            let mut tx_rng = rand_core::OsRng;
-            let mut ctx = Ctx {
-                now: now(),
-                rng: &mut tx_rng,
-            };
-            // Deliveries a crash left behind go again.
-            self.agent_resume(&mut ctx)?
-        };
-        self.commit_output(&out).await?;
+        // Deliveries a crash left behind go again, decided on the committed
+        // state like any input.
+        let out = self.apply(Input::Resume).await?;
         self.carry(out.effects).await?;
 
         let mut sub = self.subscribe().await?;
+        let mut subscribed = self.agent.subscriptions()?;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
@@ -440,9 +444,13 @@ impl Runtime {
                     if let Err(e) = self.carry_reporting(out.effects, &mut on_event).await {
                         tracing::warn!(error = %e, "carrying effects failed");
                     }
-                    if self.resubscribe {
+                    // Relays, topics or fallbacks changed, here or in another
+                    // terminal (the tick reloaded what it committed).
+                    let now_subs = self.agent.subscriptions()?;
+                    if self.resubscribe || now_subs != subscribed {
                         self.resubscribe = false;
                         sub = self.subscribe().await?;
+                        subscribed = now_subs;
                     }
                 }
             }
@@ -455,8 +463,6 @@ impl Runtime {
         effects: Vec<Effect>,
         on_event: &mut impl FnMut(&Event),
     ) -> Result<()> {
-        let before = self.store.generation().await?;
-        let _ = before;
         let mut pending = effects;
         for _ in 0..MAX_ROUNDS {
             if pending.is_empty() {
@@ -475,18 +481,6 @@ impl Runtime {
             }
             pending = next;
         }
-        Ok(())
-    }
-
-    fn agent_resume(&mut self, ctx: &mut Ctx<'_>) -> Result<Output> {
-        Ok(self.agent.resume_deliveries(ctx)?)
-    }
-
-    /// Commits an output made outside [`Runtime::apply`].
-    async fn commit_output(&mut self, out: &Output) -> Result<()> {
-        let mut tx = self.store.begin().await?;
-        tx.write(&out.writes).await?;
-        self.generation = tx.commit().await?;
         Ok(())
     }
 
@@ -533,11 +527,18 @@ impl Runtime {
         }
         // §6.3: the fallback carriers on our card, envelopes as they are.
         for (server, topic) in subs.ntfy {
-            tasks.push(tokio::spawn(ntfy_inbound(server, topic, since as u64, tx.clone())));
+            tasks.push(tokio::spawn(ntfy_inbound(
+                server,
+                topic,
+                since as u64,
+                tx.clone(),
+            )));
         }
         for (url, topic) in subs.mqtt {
             let tx = tx.clone();
-            tasks.push(tokio::task::spawn_blocking(move || mqtt_inbound(&url, &topic, &tx)));
+            tasks.push(tokio::task::spawn_blocking(move || {
+                mqtt_inbound(&url, &topic, &tx)
+            }));
         }
         // §5.2.1: the gateway inboxes of our proved mailboxes.
         crate::mailbox::spawn_inbox(&self.agent, &self.home, &tx, &mut tasks);

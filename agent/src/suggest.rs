@@ -342,7 +342,8 @@ fn parse_csv(text: &str) -> Result<ContactList> {
                 .into(),
         ));
     }
-    let full = col(&|h: &str| matches!(h, "name" | "full name" | "display name" | "formatted name"));
+    let full =
+        col(&|h: &str| matches!(h, "name" | "full name" | "display name" | "formatted name"));
     let given = col(&|h: &str| matches!(h, "first name" | "given name" | "first"));
     let family = col(&|h: &str| matches!(h, "last name" | "family name" | "surname" | "last"));
     let cell = |row: &[String], i: Option<usize>| -> String {
@@ -649,11 +650,9 @@ pub async fn run(a: SuggestArgs, g: &Global) -> Result<()> {
     let bar = if !g.json && std::io::stderr().is_terminal() && total > LOOKUP_BATCH {
         let b = indicatif::ProgressBar::new(total as u64);
         b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:30}] {pos}/{len} lookups ({eta})",
-            )
-            .map_err(|e| Error::Input(e.to_string()))?
-            .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} lookups ({eta})")
+                .map_err(|e| Error::Input(e.to_string()))?
+                .progress_chars("=> "),
         );
         b.set_message("looking up your contacts");
         b
@@ -782,7 +781,10 @@ mod tests {
             "BEGIN:VCARD\nno colon here\nEND:VCARD\n",
             "BEGIN:VCARD\nEND:VCARD\nEND:VCARD\n",
         ] {
-            assert!(parse_contacts(bad.as_bytes(), Format::VCard).is_err(), "{bad:?}");
+            assert!(
+                parse_contacts(bad.as_bytes(), Format::VCard).is_err(),
+                "{bad:?}"
+            );
         }
         // A nested vCard (2.1 AGENT) is skipped, not merged.
         let v = "BEGIN:VCARD\nFN:A\nAGENT:\nBEGIN:VCARD\nEMAIL:x@y.z\nEND:VCARD\nEMAIL:a@b.c\nEND:VCARD\n";
@@ -824,7 +826,10 @@ mod tests {
             "name,notes\nA,x\n",
             "",
         ] {
-            assert!(parse_contacts(bad.as_bytes(), Format::Csv).is_err(), "{bad:?}");
+            assert!(
+                parse_contacts(bad.as_bytes(), Format::Csv).is_err(),
+                "{bad:?}"
+            );
         }
         let wide = format!("email{}\n", ",x".repeat(CSV_MAX_FIELDS));
         assert!(parse_contacts(wide.as_bytes(), Format::Csv).is_err());
@@ -852,7 +857,10 @@ mod tests {
     fn formats() {
         assert_eq!(detect_format("x.VCF", b""), Format::VCard);
         assert_eq!(detect_format("x.csv", b"BEGIN:VCARD"), Format::Csv);
-        assert_eq!(detect_format("-", b"\xef\xbb\xbf begin:vcard\n"), Format::VCard);
+        assert_eq!(
+            detect_format("-", b"\xef\xbb\xbf begin:vcard\n"),
+            Format::VCard
+        );
         assert_eq!(detect_format("-", b"name,email\n"), Format::Csv);
     }
 }

@@ -229,3 +229,183 @@ fn passphrases_come_only_from_a_private_file_or_the_terminal() {
     assert!(e.contains("--passphrase"), "{e}");
     assert!(!file.exists(), "no backup was written");
 }
+
+// ---- the journey over a relay (§6.4.1) -------------------------------------
+
+/// How long a wait polls before the journey fails.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A running `rdv listen`, killed when dropped.
+struct Listener(std::process::Child);
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn listen(home: &Path) -> Listener {
+    let log = home.with_extension(format!("listen-{}.log", std::process::id()));
+    let child = Command::new(env!("CARGO_BIN_EXE_rdv"))
+        .arg("--home")
+        .arg(home)
+        .args(["--json", "listen"])
+        .env_remove("RDV_HOME")
+        .env_remove("RDV_PROFILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    Listener(child)
+}
+
+/// The home's inbox events, oldest first.
+fn inbox(home: &Path) -> Vec<Value> {
+    let o = rdv(home, &["inbox", "--limit", "1000"]);
+    assert!(o.ok, "inbox: {}", o.stderr);
+    o.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The texts of the notes in a home's inbox.
+fn notes(home: &Path) -> Vec<String> {
+    inbox(home)
+        .iter()
+        .filter(|e| e["kind"] == "message")
+        .filter_map(|e| {
+            let p: Value =
+                serde_json::from_str(e["payload"]["untrusted_peer_text"].as_str()?).ok()?;
+            p["text"].as_str().map(str::to_string)
+        })
+        .collect()
+}
+
+fn wait_note(home: &Path, text: &str) {
+    wait_for(&format!("note {text:?}"), || {
+        notes(home).iter().any(|t| t == text).then_some(())
+    });
+}
+
+fn note(text: &str) -> String {
+    serde_json::json!({"type": "note/text", "text": text}).to_string()
+}
+
+#[test]
+fn a_restored_agent_is_rebased_by_its_contact_over_a_relay() {
+    use nostr_relay_builder::prelude::{LocalRelay, RelayBuilder};
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let relay = tokio.block_on(async {
+        let r = LocalRelay::new(RelayBuilder::default());
+        r.run().await.unwrap();
+        r
+    });
+    let url = tokio.block_on(relay.url()).to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, a2, b) = (
+        dir.path().join("alice"),
+        dir.path().join("alice-restored"),
+        dir.path().join("bob"),
+    );
+    let pass = dir.path().join("pass");
+    secret_file(&pass, &format!("{PASS}\n"), 0o600);
+    let pass_s = pass.to_str().unwrap();
+    let on = ["--relay", url.as_str(), "--allow-ws"];
+    let alice = ok_json(&a, &[&["init"][..], &on].concat())["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bob = ok_json(&b, &[&["init"][..], &on].concat())["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Contacts: Bob asks by Alice's card; Alice grants.
+    let card = dir.path().join("alice.card");
+    fs::write(&card, rdv(&a, &["card"]).stdout).unwrap();
+    ok_json(&b, &["card", "import", card.to_str().unwrap()]);
+    ok_json(&b, &["contact", "request", &alice, "--greeting", "hi"]);
+    let listener_a = listen(&a);
+    let req = wait_for("Bob's request", || {
+        let p = ok_json(&a, &["contact", "pending"]);
+        p["requests"][0]["request_id"].as_str().map(str::to_string)
+    });
+    ok_json(&a, &["contact", "grant", &req, "--tier", "friend"]);
+    let _listener_b = listen(&b);
+    wait_for("the contact at Bob", || {
+        inbox(&b)
+            .iter()
+            .any(|e| e["kind"] == "contact" && e["id"] == alice.as_str())
+            .then_some(())
+    });
+    ok_json(&a, &["send", &bob, &note("one")]);
+    wait_note(&b, "one");
+
+    // The backup; then the copy's last word before it is lost.
+    drop(listener_a);
+    ok_json(
+        &a,
+        &[
+            "backup",
+            "create",
+            dir.path().join("alice.backup").to_str().unwrap(),
+            "--passphrase-file",
+            pass_s,
+        ],
+    );
+    ok_json(&a, &["send", &bob, &note("two")]);
+    wait_note(&b, "two");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+
+    // Restored into a new home: Bob is told and re-bases.
+    let r = ok_json(
+        &a2,
+        &[
+            "backup",
+            "restore",
+            dir.path().join("alice.backup").to_str().unwrap(),
+            "--passphrase-file",
+            pass_s,
+        ],
+    );
+    assert_eq!(r["id"], alice.as_str());
+    assert_eq!(r["contacts"], 1);
+    assert_eq!(r["notices"][0]["to"], bob.as_str(), "{r}");
+    assert_eq!(r["notices"][0]["delivery"], "accepted by a relay", "{r}");
+    wait_for("Bob told of the restore", || {
+        inbox(&b)
+            .iter()
+            .any(|e| e["kind"] == "restored" && e["id"] == alice.as_str())
+            .then_some(())
+    });
+
+    // Both chains go on, with no fork on either side.
+    let _listener_a2 = listen(&a2);
+    ok_json(&b, &["send", &alice, &note("b-after")]);
+    wait_note(&a2, "b-after");
+    ok_json(&a2, &["send", &bob, &note("three")]);
+    wait_note(&b, "three");
+    assert_eq!(notes(&b), ["one", "two", "three"]);
+    for home in [&a2, &b] {
+        assert!(
+            inbox(home).iter().all(|e| e["kind"] != "forked"),
+            "no fork at {}",
+            home.display()
+        );
+    }
+    drop(relay);
+}

@@ -198,7 +198,10 @@ async fn a_txt_record_finds_the_domains_agents() {
         .init("bob", &["--address", "bob@bob.test", "--public-pointer"])
         .await;
     let carol = w
-        .init("carol", &["--address", "carol@carol.test", "--public-pointer"])
+        .init(
+            "carol",
+            &["--address", "carol@carol.test", "--public-pointer"],
+        )
         .await;
     w.init("alice", &[]).await;
     w.init("erin", &[]).await;
@@ -242,7 +245,10 @@ async fn a_txt_record_finds_the_domains_agents() {
     w.set_txt("_agent.bob.test", vec![]);
     w.init("frank", &[]).await;
     let (found, _) = w.discover("frank", "bob@bob.test").await;
-    assert_eq!(found, vec![(bob.to_string(), "claimed".into(), "relays".into())]);
+    assert_eq!(
+        found,
+        vec![(bob.to_string(), "claimed".into(), "relays".into())]
+    );
     // DNS off: nothing asked.
     w.set_txt("_agent.bob.test", vec![record_for(&bob)]);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdv"));
@@ -286,9 +292,19 @@ async fn a_card_for_another_id_than_the_record_names_is_not_kept() {
     .await
     .unwrap();
     let now = time::OffsetDateTime::now_utc().unix_timestamp() as u64;
-    let ev = rdv_proto::nostr_event::card_event(&card, &idtopic(&x), &m_key.nostr_keys().unwrap(), now, [7; 32])
-        .unwrap();
-    assert!(delivered(&carrier.publish(&ev, std::slice::from_ref(&w.relay_url)).await));
+    let ev = rdv_proto::nostr_event::card_event(
+        &card,
+        &idtopic(&x),
+        &m_key.nostr_keys().unwrap(),
+        now,
+        [7; 32],
+    )
+    .unwrap();
+    assert!(delivered(
+        &carrier
+            .publish(&ev, std::slice::from_ref(&w.relay_url))
+            .await
+    ));
 
     w.set_txt("_agent.evil.test", vec![record_for(&x)]);
     let (found, v) = w.discover("alice", "ceo@evil.test").await;
@@ -305,7 +321,11 @@ async fn a_card_for_another_id_than_the_record_names_is_not_kept() {
         [8; 32],
     )
     .unwrap();
-    assert!(delivered(&carrier.publish(&m_ev, std::slice::from_ref(&w.relay_url)).await));
+    assert!(delivered(
+        &carrier
+            .publish(&m_ev, std::slice::from_ref(&w.relay_url))
+            .await
+    ));
     let (found, v) = w.discover("alice", "ceo@evil.test").await;
     assert_eq!(found.len(), 1, "{v}");
     assert_eq!(found[0].0, mallory.to_string());
@@ -341,7 +361,9 @@ async fn dns_answers_over_the_bounds_are_ignored() {
     w.set_txt("_agent.flood.test", flood);
     let mut fits = txt(&good);
     fits.extend((0..max - good.len() - 1).map(|_| Vec::new()));
-    let mut under: Vec<Vec<Vec<u8>>> = (0..records - 1).map(|i| txt(&format!("junk {i}"))).collect();
+    let mut under: Vec<Vec<Vec<u8>>> = (0..records - 1)
+        .map(|i| txt(&format!("junk {i}")))
+        .collect();
     under.push(fits);
     w.set_txt("_agent.fits.test", under);
 
@@ -356,7 +378,10 @@ async fn dns_answers_over_the_bounds_are_ignored() {
         vec![(bob.to_string(), "dns".into(), "dns:_agent.fits.test".into())],
         "{v}"
     );
-    eprintln!("dns_answers_over_the_bounds_are_ignored: {:?}", t0.elapsed());
+    eprintln!(
+        "dns_answers_over_the_bounds_are_ignored: {:?}",
+        t0.elapsed()
+    );
 }
 
 /// A server that never answers is an error in the result, not a failure:
@@ -381,7 +406,11 @@ async fn a_silent_dns_server_is_reported_and_bounded() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let errors = v["errors"].as_array().unwrap();
     assert!(
-        errors.len() == 1 && errors[0].as_str().unwrap().starts_with("dns _agent.silent.test"),
+        errors.len() == 1
+            && errors[0]
+                .as_str()
+                .unwrap()
+                .starts_with("dns _agent.silent.test"),
         "{v}"
     );
     assert!(

@@ -72,7 +72,11 @@ impl Directory {
             .args(["--data-dir", d, "keygen"])
             .output()
             .unwrap();
-        assert!(o.status.success(), "keygen: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "keygen: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let mut child = Command::new(&bin)
             .args(["--data-dir", d, "serve", "--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
@@ -187,23 +191,34 @@ impl World {
         (kept, s.outgoing.len())
     }
 
-    /// The agents `rdv directory lookup` finds for `address` (seed-free).
-    async fn lookup(&self, address: &str) -> String {
-        let (code, out, err) = self
-            .rdv("nobody", &["directory", "lookup", "--url", &self.directory.url, address])
-            .await;
-        assert_eq!(code, 0, "lookup: {err}");
-        out
+    /// The agents `rdv discover` in the home `looker` finds for `address`
+    /// in the directory (DNS off, no public pointers on the relay).
+    async fn lookup(&self, address: &str) -> Vec<String> {
+        let (code, out, err) = self.rdv("looker", &["--json", "discover", address]).await;
+        assert_eq!(code, 0, "discover: {err}");
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        assert!(v["errors"].as_array().unwrap().is_empty(), "{v}");
+        v["found"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                assert_eq!(f["binding"], "directory");
+                f["id"].as_str().unwrap().to_string()
+            })
+            .collect()
     }
 }
 
 fn json_lines(s: &str) -> Vec<Value> {
-    s.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    s.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// `list-me` lists each public address of the home's card in the configured
-/// directory (not a private one); `unlist` withdraws them. The old
-/// seed-file `lookup` sees both.
+/// directory (not a private one); `unlist` withdraws them; another agent's
+/// `rdv discover` sees both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_me_and_unlist_from_the_home() {
     let t0 = Instant::now();
@@ -211,11 +226,19 @@ async fn list_me_and_unlist_from_the_home() {
     let bob = w
         .init(
             "bob",
-            &["--address", "bob@example.org", "--address", "+1 555 0100", "--private-address", "b@private.test"],
+            &[
+                "--address",
+                "bob@example.org",
+                "--address",
+                "+1 555 0100",
+                "--private-address",
+                "b@private.test",
+            ],
         )
         .await;
+    w.init("looker", &[]).await;
     // Opt-in: nothing is listed before list-me.
-    assert!(w.lookup("bob@example.org").await.contains("not found"));
+    assert!(w.lookup("bob@example.org").await.is_empty());
 
     let (code, out, err) = w.rdv("bob", &["--json", "directory", "list-me"]).await;
     assert_eq!(code, 0, "{err}");
@@ -227,10 +250,9 @@ async fn list_me_and_unlist_from_the_home() {
         assert_eq!(l["directory"], w.directory.url.as_str());
     }
     for a in ["bob@example.org", "+15550100"] {
-        let out = w.lookup(a).await;
-        assert!(out.contains(bob.as_str()), "{a}: {out}");
+        assert_eq!(w.lookup(a).await, vec![bob.to_string()], "{a}");
     }
-    assert!(w.lookup("b@private.test").await.contains("not found"));
+    assert!(w.lookup("b@private.test").await.is_empty());
     // Again: replaced, not doubled.
     let (code, out, _) = w.rdv("bob", &["directory", "list-me"]).await;
     assert_eq!(code, 0);
@@ -238,18 +260,34 @@ async fn list_me_and_unlist_from_the_home() {
 
     let (code, out, err) = w.rdv("bob", &["--json", "directory", "unlist"]).await;
     assert_eq!(code, 0, "{err}");
-    assert!(json_lines(&out).iter().all(|l| l["status"] == "removed"), "{out}");
-    assert!(w.lookup("bob@example.org").await.contains("not found"));
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines.iter().all(|l| l["status"] == "removed"), "{out}");
+    assert!(w.lookup("bob@example.org").await.is_empty());
+    assert!(w.lookup("+15550100").await.is_empty());
 
     // --directory names one explicitly; an unreachable one fails the command.
     let (code, _, err) = w
-        .rdv("bob", &["directory", "list-me", "--directory", "http://127.0.0.1:9"])
+        .rdv(
+            "bob",
+            &["directory", "list-me", "--directory", "http://127.0.0.1:9"],
+        )
         .await;
     assert_eq!(code, 1);
     assert!(err.contains("failed"), "{err}");
     // No directory at all: said so.
-    w.rdv("nodir", &["init", "--allow-ws", "--relay", &w.relay_url, "--address", "n@x.test"])
-        .await;
+    w.rdv(
+        "nodir",
+        &[
+            "init",
+            "--allow-ws",
+            "--relay",
+            &w.relay_url,
+            "--address",
+            "n@x.test",
+        ],
+    )
+    .await;
     let (code, _, err) = w.rdv("nodir", &["directory", "list-me"]).await;
     assert_eq!(code, 1);
     assert!(err.contains("no directory"), "{err}");
@@ -307,7 +345,11 @@ async fn suggestions_find_listed_contacts_and_send_nothing() {
     assert!(out.contains("3 suggestions; nothing was sent"), "{out}");
     assert!(out.contains("Skipped 1 entries"), "{out}");
 
-    assert_eq!(w.writes.0.load(Ordering::SeqCst), events_before, "the relay got an event");
+    assert_eq!(
+        w.writes.0.load(Ordering::SeqCst),
+        events_before,
+        "the relay got an event"
+    );
     assert!(w.directory.requests("lookup") > lookups_before);
     let (kept, outgoing) = w.state("alice").await;
     assert_eq!(outgoing, 0, "a request was opened");
@@ -328,7 +370,10 @@ async fn suggestions_find_listed_contacts_and_send_nothing() {
     )
     .unwrap();
     let (code, out, err) = w
-        .rdv("alice", &["--json", "suggest", "--contacts", csv.to_str().unwrap()])
+        .rdv(
+            "alice",
+            &["--json", "suggest", "--contacts", csv.to_str().unwrap()],
+        )
         .await;
     assert_eq!(code, 0, "{err}");
     let lines = json_lines(&out);
@@ -365,14 +410,21 @@ async fn suggestions_off_refuse_and_ask_nothing() {
     assert_eq!(w.rdv("bob", &["directory", "list-me"]).await.0, 0);
     w.init("alice", &["--no-suggest"]).await;
     let vcf = w.home("c.vcf");
-    std::fs::write(&vcf, "BEGIN:VCARD\nFN:Bob\nEMAIL:bob@example.org\nEND:VCARD\n").unwrap();
+    std::fs::write(
+        &vcf,
+        "BEGIN:VCARD\nFN:Bob\nEMAIL:bob@example.org\nEND:VCARD\n",
+    )
+    .unwrap();
     let vcf = vcf.to_str().unwrap().to_string();
 
     let evaluations = w.directory.requests("evaluate");
     let lookups = w.directory.requests("lookup");
     let (code, out, err) = w.rdv("alice", &["suggest", "--contacts", &vcf]).await;
     assert_eq!(code, 1, "{out}");
-    assert!(err.contains("off") && err.contains("rdv suggest --on"), "{err}");
+    assert!(
+        err.contains("off") && err.contains("rdv suggest --on"),
+        "{err}"
+    );
     assert!(out.is_empty(), "{out}");
     assert_eq!(w.directory.requests("evaluate"), evaluations);
     assert_eq!(w.directory.requests("lookup"), lookups);
@@ -409,10 +461,14 @@ async fn malformed_or_oversize_contacts_are_refused() {
         .rdv("alice", &["suggest", "--contacts", bad.to_str().unwrap()])
         .await;
     assert_eq!(code, 1);
-    assert!(err.contains("line 2") && err.contains("not closed"), "{err}");
+    assert!(
+        err.contains("line 2") && err.contains("not closed"),
+        "{err}"
+    );
     let big = w.home("big.vcf");
     let f = std::fs::File::create(&big).unwrap();
-    f.set_len(rdv_agent::suggest::FILE_MAX_BYTES as u64 + 1).unwrap();
+    f.set_len(rdv_agent::suggest::FILE_MAX_BYTES as u64 + 1)
+        .unwrap();
     let (code, _, err) = w
         .rdv("alice", &["suggest", "--contacts", big.to_str().unwrap()])
         .await;

@@ -170,7 +170,11 @@ pub fn nostr_rs_relay_bin(test: &str) -> Option<PathBuf> {
              (.ci/run builds it with scripts/nostr-rs-relay install; scripts/test exports it)"
         ),
         None => {
-            eprintln!(
+            // Straight to the process's stderr, past the test harness's
+            // capture, so the skip shows in a passing run too.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
                 "SKIP {test}: RDV_NOSTR_RS_RELAY is not set; `scripts/nostr-rs-relay install` \
                  builds nostr-rs-relay 0.8.12 and prints its path"
             );

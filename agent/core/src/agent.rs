@@ -88,6 +88,9 @@ pub enum Input {
     },
     /// Time passed: retry what is due.
     Tick,
+    /// The listener starts: make every delivery still under way again
+    /// (a crash left them behind).
+    Resume,
     /// A probe gateway's inbox item or answer (§5.2.1, §5.2.2).
     Gateway(crate::mailbox::GatewayInput),
 }
@@ -175,6 +178,19 @@ impl Agent {
     /// Feeds one input. On an error nothing of it is kept: the caller drops
     /// the agent's state and reloads it from the store.
     pub fn handle(&mut self, input: Input, ctx: &mut Ctx<'_>) -> Result<Output> {
+        match self.handle_inner(input, ctx) {
+            Ok(o) => Ok(o),
+            Err(e) => {
+                // Nothing of a failed input leaves: its events and effects
+                // go with it (the caller reloads the state).
+                self.events.clear();
+                self.effects.clear();
+                Err(e)
+            }
+        }
+    }
+
+    fn handle_inner(&mut self, input: Input, ctx: &mut Ctx<'_>) -> Result<Output> {
         let reply = match input {
             Input::Command(c) => Some(self.command(c, ctx)?),
             Input::Nostr { relay, json } => {
@@ -199,6 +215,13 @@ impl Agent {
             }
             Input::Tick => {
                 self.tick(ctx)?;
+                None
+            }
+            Input::Resume => {
+                let ids: Vec<String> = self.state.deliveries.keys().cloned().collect();
+                for id in ids {
+                    self.attempt(&id, ctx)?;
+                }
                 None
             }
             Input::Gateway(g) => {
@@ -635,15 +658,6 @@ impl Agent {
             }
         }
         Ok(())
-    }
-
-    /// Every delivery still under way (after a restart: make them again).
-    pub fn resume_deliveries(&mut self, ctx: &mut Ctx<'_>) -> Result<Output> {
-        let ids: Vec<String> = self.state.deliveries.keys().cloned().collect();
-        for id in ids {
-            self.attempt(&id, ctx)?;
-        }
-        self.take_output()
     }
 }
 

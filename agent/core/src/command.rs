@@ -191,7 +191,7 @@ pub fn check_relay(url: &str, allow_ws: bool) -> Result<()> {
         Ok(())
     } else if url.starts_with("ws://") {
         Err(Error::Input(format!(
-            "{url}: ws:// relays are for local tests only (set allow_ws); use wss://"
+            "{url}: ws:// relays are for local tests only (rdv init --allow-ws); use wss://"
         )))
     } else {
         Err(Error::Input(format!("{url}: not a wss:// relay URL")))
@@ -292,7 +292,10 @@ impl Agent {
             Command::SetFallbacks { ntfy, mqtt } => {
                 let mut p = self.state.profile()?.clone();
                 let topic = fallback_topic(self.id());
-                p.other_rendezvous.clear();
+                // Only the fallbacks this sets; a mailbox's email entry stays.
+                p.other_rendezvous.retain(|e| {
+                    !matches!(e.get("type").and_then(Value::as_str), Some("ntfy" | "mqtt"))
+                });
                 if let Some(server) = ntfy {
                     check_http_url(&server)?;
                     p.other_rendezvous.push(json!({

@@ -458,7 +458,12 @@ impl Agent {
             granted_to_us: Some(held),
             expires: g.expires,
             since: ctx.now,
-            card_sent: None,
+            // Our card went with the request (§4.3): it need not be sent again.
+            card_sent: self
+                .state
+                .profile
+                .as_ref()
+                .and_then(|p| rdv_proto::sign::hash(&p.card).ok()),
             card_updates: Vec::new(),
             reverse_grants: Vec::new(),
             received: Vec::new(),

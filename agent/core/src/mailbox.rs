@@ -33,7 +33,7 @@ use crate::peer_text::UntrustedPeerText;
 use crate::record::Table;
 use crate::state::{
     Binding, Candidate, Contact, ContactStatus, HeldGrant, InviteStatus, MailAnswer, MailGrant,
-    MailProbeIn, MailProbeOut, MailProbeStatus, OwnMailbox, Outgoing, Pending, Route, SentInvite,
+    MailProbeIn, MailProbeOut, MailProbeStatus, Outgoing, OwnMailbox, Pending, Route, SentInvite,
     Target, Via,
 };
 
@@ -146,7 +146,9 @@ pub enum CallOutcome {
         retry_after: Option<u64>,
     },
     /// Unreachable, or an answer the client does not accept.
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 /// What the runtime brings from a gateway.
@@ -243,11 +245,9 @@ impl Agent {
         ctx: &mut Ctx<'_>,
     ) -> Result<Value> {
         let canon = email(address)?.canon().to_string();
-        let m = self
-            .state
-            .mailboxes
-            .get_mut(&canon)
-            .ok_or_else(|| Error::NotFound(format!("{canon}: no such mailbox (rdv mailbox add)")))?;
+        let m = self.state.mailboxes.get_mut(&canon).ok_or_else(|| {
+            Error::NotFound(format!("{canon}: no such mailbox (rdv mailbox add)"))
+        })?;
         // The gateway's word: an email address, bounded, or nothing.
         let ga = gateway_address
             .filter(|g| g.len() <= ADDRESS_MAX_LEN)
@@ -862,11 +862,12 @@ impl Agent {
         inv.ended = Some(ctx.now);
         let (gateway, address) = (inv.gateway.clone(), inv.address.clone());
         self.state.touch(Table::Invite, id);
-        self.effects.push(Effect::Gateway(GatewayCall::InviteStatus {
-            gateway,
-            invite_id: id.to_string(),
-            accepted,
-        }));
+        self.effects
+            .push(Effect::Gateway(GatewayCall::InviteStatus {
+                gateway,
+                invite_id: id.to_string(),
+                accepted,
+            }));
         let next = if accepted {
             format!("ask for contact: rdv contact request {address} (or their agent ID)")
         } else {
@@ -978,7 +979,12 @@ impl Agent {
             return Ok(());
         };
         let req = probe.request;
-        if req.to_hint_address().map(|a| a.canon().to_string()).as_deref() != Some(mailbox) {
+        if req
+            .to_hint_address()
+            .map(|a| a.canon().to_string())
+            .as_deref()
+            != Some(mailbox)
+        {
             return Ok(());
         }
         if &req.from == self.id()
@@ -1091,7 +1097,12 @@ impl Agent {
             return Ok(());
         };
         // Only our mailbox probes are answered by mail, at their gateway.
-        if self.state.mail_out.get(r).is_none_or(|m| m.gateway != gateway) {
+        if self
+            .state
+            .mail_out
+            .get(r)
+            .is_none_or(|m| m.gateway != gateway)
+        {
             return Ok(());
         }
         let Some(out) = self.state.outgoing.get(r).filter(|o| !o.closed) else {
@@ -1201,8 +1212,7 @@ impl Agent {
             return Ok(());
         }
         let age = ctx.now - inv.ts;
-        if age > time::Duration::seconds(PROBE_LIFETIME_SECS) || age < time::Duration::minutes(-5)
-        {
+        if age > time::Duration::seconds(PROBE_LIFETIME_SECS) || age < time::Duration::minutes(-5) {
             return Ok(());
         }
         if self.mark_seen(&inv.id, ctx) {
@@ -1277,9 +1287,7 @@ impl Agent {
                     Some(_) if !rec.acked => {
                         // Not answered: the request waits for the owner again.
                         rec.granted = None;
-                        self.state
-                            .pending
-                            .insert(id.clone(), rec.pending.clone());
+                        self.state.pending.insert(id.clone(), rec.pending.clone());
                         self.state.touch(Table::Pending, id.clone());
                     }
                     Some(_) => {}

@@ -611,7 +611,9 @@ pub enum InviteStatus {
     /// The address opted out: permanent.
     OptedOut,
     /// The gateway refused it for another reason.
-    Refused { code: String },
+    Refused {
+        code: String,
+    },
 }
 
 /// An invite we sent (§5.2.2).

@@ -245,7 +245,12 @@ fn mailbox_probe_syn_ack_confirm_ack_then_messages() {
 
     // SYN: a pending request on Alice's side, via mailbox; no DMARC pass,
     // so the binding is claimed until the cookie comes back.
-    let seq = deliver(&mut net, &mut gw, ALICE, probe_item(&request, "needs_cookie"));
+    let seq = deliver(
+        &mut net,
+        &mut gw,
+        ALICE,
+        probe_item(&request, "needs_cookie"),
+    );
     let reqs = net.nodes[ALICE].events_of("contact_request");
     assert_eq!(reqs.len(), 1);
     assert_eq!(
@@ -307,7 +312,10 @@ fn mailbox_probe_syn_ack_confirm_ack_then_messages() {
         },
     )
     .unwrap();
-    assert_eq!((&r["binding"], &r["ack"]), (&json!("mailbox"), &json!("envelope")));
+    assert_eq!(
+        (&r["binding"], &r["ack"]),
+        (&json!("mailbox"), &json!("envelope"))
+    );
     let alice = net.nodes[ALICE].id();
     let bob = net.nodes[BOB].id();
     let at_bob = &net.nodes[BOB].agent.state.contacts[&alice];
@@ -331,7 +339,11 @@ fn mailbox_probe_syn_ack_confirm_ack_then_messages() {
     );
 
     // Messages both ways on the pairwise channel.
-    for (from, to, text) in [(BOB, ALICE, "hello"), (ALICE, BOB, "hi"), (BOB, ALICE, "ok")] {
+    for (from, to, text) in [
+        (BOB, ALICE, "hello"),
+        (ALICE, BOB, "hi"),
+        (BOB, ALICE, "ok"),
+    ] {
         let to_id = net.nodes[to].id();
         cmd(
             &mut net,
@@ -358,8 +370,14 @@ fn the_ack_completes_the_contact_only_with_the_probes_cookie_from_the_requester(
 
     // A wrong cookie from Bob: nothing.
     let bob_key = AgentKey::from_seed(net.nodes[BOB].key);
-    let wrong = ProbeEcho::build(&probe_id, &alice, "zzzzzzzzzzzzzzzzzzzzzzzzzz", net.now, &bob_key)
-        .unwrap();
+    let wrong = ProbeEcho::build(
+        &probe_id,
+        &alice,
+        "zzzzzzzzzzzzzzzzzzzzzzzzzz",
+        net.now,
+        &bob_key,
+    )
+    .unwrap();
     let ev = net.forge(BOB, ALICE, &wrong);
     net.inject(ALICE, &ev);
     assert!(net.nodes[ALICE].agent.state.contacts.is_empty());
@@ -451,8 +469,9 @@ fn a_syn_ack_is_kept_only_if_its_card_claims_the_probed_address() {
     let (grant, _) = alice_grants(&mut net, &mut gw, &request);
     let bob = net.nodes[BOB].id();
     let mallory = AgentKey::from_seed(net.nodes[MALLORY].key);
+    let now = net.now;
     let forged = |addresses: Vec<rdv_proto::Address>, id: &str| {
-        let mut b = CardBuilder::new(net.now, vec![RELAY.into()]);
+        let mut b = CardBuilder::new(now, vec![RELAY.into()]);
         b.addresses = addresses;
         let card = b.sign(&mallory).unwrap();
         GrantBuilder {
@@ -463,7 +482,7 @@ fn a_syn_ack_is_kept_only_if_its_card_claims_the_probed_address() {
             tier: "friend".into(),
             scope: default_scope(false, &[], "100/day"),
             expires: None,
-            ts: net.now,
+            ts: now,
         }
         .sign(&mallory)
         .unwrap()
@@ -472,15 +491,29 @@ fn a_syn_ack_is_kept_only_if_its_card_claims_the_probed_address() {
     let g = forged(vec![], "0c1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d");
     deliver(&mut net, &mut gw, BOB, syn_ack_item(&g, COOKIE));
     assert!(net.nodes[BOB].events_of("contact_candidate").is_empty());
-    assert!(net.nodes[BOB].agent.state.outgoing[&probe_id].candidates.is_empty());
+    assert!(
+        net.nodes[BOB].agent.state.outgoing[&probe_id]
+            .candidates
+            .is_empty()
+    );
 
     // A card that claims the address is a candidate of its own: it
     // displaces nobody, and the owner must pick by fingerprint.
     let a = rdv_proto::Address::parse(A_MAIL).unwrap();
     let g = forged(vec![a], "0d1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d");
-    deliver(&mut net, &mut gw, BOB, syn_ack_item(&g, "mallorysmallorysmallorysmm"));
+    deliver(
+        &mut net,
+        &mut gw,
+        BOB,
+        syn_ack_item(&g, "mallorysmallorysmallorysmm"),
+    );
     deliver(&mut net, &mut gw, BOB, syn_ack_item(&grant, COOKIE));
-    assert_eq!(net.nodes[BOB].agent.state.outgoing[&probe_id].candidates.len(), 2);
+    assert_eq!(
+        net.nodes[BOB].agent.state.outgoing[&probe_id]
+            .candidates
+            .len(),
+        2
+    );
     let e = cmd(
         &mut net,
         &mut gw,
@@ -506,7 +539,13 @@ fn a_syn_ack_is_kept_only_if_its_card_claims_the_probed_address() {
     )
     .unwrap();
     assert!(net.nodes[BOB].agent.state.contacts.contains_key(&alice));
-    assert!(!net.nodes[BOB].agent.state.contacts.contains_key(&net.nodes[MALLORY].id()));
+    assert!(
+        !net.nodes[BOB]
+            .agent
+            .state
+            .contacts
+            .contains_key(&net.nodes[MALLORY].id())
+    );
     // The ACK echoed Alice's cookie, not Mallory's.
     assert!(net.nodes[ALICE].agent.state.contacts.contains_key(&bob));
 }
@@ -519,7 +558,12 @@ fn replayed_items_are_ignored() {
 
     // The same probe again at a later seq (a replay the gateway let
     // through): no second request for the owner.
-    deliver(&mut net, &mut gw, ALICE, probe_item(&request, "weak_mailbox_proof"));
+    deliver(
+        &mut net,
+        &mut gw,
+        ALICE,
+        probe_item(&request, "weak_mailbox_proof"),
+    );
     assert_eq!(net.nodes[ALICE].events_of("contact_request").len(), 1);
     assert!(net.nodes[ALICE].agent.state.pending.is_empty());
 
@@ -540,8 +584,16 @@ fn replayed_items_are_ignored() {
     )
     .unwrap();
     assert_eq!(net.nodes[BOB].events_of("contact_candidate").len(), 1);
-    assert_eq!(net.nodes[BOB].agent.state.outgoing[&probe_id].candidates.len(), 1);
-    assert_eq!(net.nodes[BOB].agent.state.mail_out[&probe_id].answers.len(), 1);
+    assert_eq!(
+        net.nodes[BOB].agent.state.outgoing[&probe_id]
+            .candidates
+            .len(),
+        1
+    );
+    assert_eq!(
+        net.nodes[BOB].agent.state.mail_out[&probe_id].answers.len(),
+        1
+    );
 
     // An item from a gateway where we proved nothing: nothing.
     run(
@@ -555,11 +607,13 @@ fn replayed_items_are_ignored() {
         }),
     )
     .unwrap();
-    assert!(!net.nodes[ALICE]
-        .agent
-        .state
-        .gateway_cursors
-        .contains_key("https://other.test"));
+    assert!(
+        !net.nodes[ALICE]
+            .agent
+            .state
+            .gateway_cursors
+            .contains_key("https://other.test")
+    );
 }
 
 #[test]
@@ -648,7 +702,12 @@ fn one_mailbox_probe_per_address_per_30_days_and_the_gateways_refusals() {
 fn granting_a_mailbox_probe_needs_the_mailbox_on_the_card() {
     let (mut net, mut gw) = setup();
     let (probe_id, request) = bob_probes(&mut net, &mut gw);
-    deliver(&mut net, &mut gw, ALICE, probe_item(&request, "needs_cookie"));
+    deliver(
+        &mut net,
+        &mut gw,
+        ALICE,
+        probe_item(&request, "needs_cookie"),
+    );
     cmd(
         &mut net,
         &mut gw,
@@ -679,7 +738,12 @@ fn granting_a_mailbox_probe_needs_the_mailbox_on_the_card() {
 fn a_failed_syn_ack_puts_the_request_back() {
     let (mut net, mut gw) = setup();
     let (probe_id, request) = bob_probes(&mut net, &mut gw);
-    deliver(&mut net, &mut gw, ALICE, probe_item(&request, "needs_cookie"));
+    deliver(
+        &mut net,
+        &mut gw,
+        ALICE,
+        probe_item(&request, "needs_cookie"),
+    );
     cmd(
         &mut net,
         &mut gw,
@@ -707,7 +771,10 @@ fn a_failed_syn_ack_puts_the_request_back() {
     );
     assert!(net.nodes[ALICE].agent.state.pending.contains_key(&probe_id));
     assert_eq!(
-        net.nodes[ALICE].events_of("gateway_refused").last().unwrap()["what"],
+        net.nodes[ALICE]
+            .events_of("gateway_refused")
+            .last()
+            .unwrap()["what"],
         "syn_ack"
     );
 }
@@ -726,7 +793,10 @@ fn one_pending_invite_per_address_a_cooldown_and_opt_outs() {
     let (mut net, mut gw) = setup();
     cmd(&mut net, &mut gw, BOB, invite("dana@d.test")).unwrap();
     let call = take_call(&mut gw, BOB);
-    let GatewayCall::SendInvite { note, invite, .. } = &call else {
+    let GatewayCall::SendInvite {
+        note, invite: doc, ..
+    } = &call
+    else {
         panic!("{call:?}")
     };
     // §5.2.2: states where the sender got the address.
@@ -735,7 +805,7 @@ fn one_pending_invite_per_address_a_cooldown_and_opt_outs() {
             .unwrap()
             .contains("Where I got your address: the school parents' list.")
     );
-    assert_eq!(invite["to_hint"], "dana@d.test");
+    assert_eq!(doc["to_hint"], "dana@d.test");
     let id = call.id().to_string();
     answer(&mut net, &mut gw, BOB, call, CallOutcome::Done);
 
@@ -756,7 +826,13 @@ fn one_pending_invite_per_address_a_cooldown_and_opt_outs() {
     )
     .unwrap();
     let call = take_call(&mut gw, BOB);
-    assert!(matches!(call, GatewayCall::InviteStatus { accepted: false, .. }));
+    assert!(matches!(
+        call,
+        GatewayCall::InviteStatus {
+            accepted: false,
+            ..
+        }
+    ));
     net.advance(29 * 24 * 3600);
     let e = cmd(&mut net, &mut gw, BOB, invite("dana@d.test")).unwrap_err();
     assert!(e.to_string().contains("30-day cooldown"), "{e}");

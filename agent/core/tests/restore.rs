@@ -547,3 +547,74 @@ fn old_chain_envelopes_still_queued_are_dropped_at_restore() {
     assert!(net.nodes[ALICE].agent.state.deliveries.is_empty());
     assert_eq!(net.nodes[BOB].events_of("restored").len(), 1);
 }
+
+#[test]
+fn a_mailbox_probe_in_a_backup_keeps_no_confirm_phrase() {
+    // §6.4.1: the request a mailbox probe holds is a pending request too.
+    let mut net = Net::new(2);
+    net.init(ALICE, &["alice@example.com"]);
+    net.init(BOB, &[]);
+    net.cmd(
+        BOB,
+        Command::Request {
+            to: RequestTo::Address("alice@example.com".into()),
+            greeting: "hi".into(),
+            label: None,
+        },
+    )
+    .unwrap();
+    let req = net.nodes[ALICE]
+        .agent
+        .state
+        .pending
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let mut rng = rand_core::OsRng;
+    let now = net.now;
+    let mut ctx = rdv_agent_core::Ctx { now, rng: &mut rng };
+    let scope = default_scope(false, &[], "100/day");
+    net.nodes[ALICE]
+        .agent
+        .issue_grant_phrase(&req, "friend", &scope, None, &mut ctx)
+        .unwrap();
+    let pending = net.nodes[ALICE].agent.state.pending[&req].clone();
+    assert!(pending.phrase.is_some());
+    let probe = rdv_agent_core::state::MailProbeIn {
+        request_id: req.clone(),
+        requester: net.nodes[BOB].id(),
+        gateway: "https://gateway.example".into(),
+        mailbox: "alice@example.com".into(),
+        seq: 1,
+        cookie: "c".repeat(32),
+        sender: None,
+        weak_proof: true,
+        pending,
+        granted: None,
+        acked: false,
+    };
+    let mut records = net.nodes[ALICE].record_list();
+    records.push(Record {
+        table: Table::MailProbeIn,
+        key: req.clone(),
+        value: serde_json::to_value(&probe).unwrap(),
+    });
+    let state = backup_state(&records).unwrap();
+    let id = net.nodes[ALICE].id();
+    let back = restored_records(&state, &id).unwrap();
+    let kept = back.iter().find(|r| r.table == Table::MailProbeIn).unwrap();
+    assert!(
+        kept.value["pending"]["phrase"].is_null(),
+        "no confirm phrase"
+    );
+    assert_eq!(kept.value["cookie"], probe.cookie.as_str(), "the rest kept");
+    let mut with_phrase = state.clone();
+    for r in with_phrase["records"].as_array_mut().unwrap() {
+        if r["table"] == "mail_probe_in" {
+            r["value"] = serde_json::to_value(&probe).unwrap();
+        }
+    }
+    let e = restored_records(&with_phrase, &id).unwrap_err().to_string();
+    assert!(e.contains("confirm phrase"), "{e}");
+}
