@@ -1156,7 +1156,15 @@ fn main() {
     }
     let num = |i: usize, d: u64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let tokio_rt = tokio::runtime::Runtime::new().unwrap();
-    let root = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // RDV_BENCH_KEEP=1 keeps the homes (to profile `rdv status` on them).
+    let root: PathBuf = if std::env::var_os("RDV_BENCH_KEEP").is_some() {
+        let p = tmp.keep();
+        println!("homes kept in {}", p.display());
+        p
+    } else {
+        tmp.path().to_path_buf()
+    };
     let relay = Relay::start();
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -1170,14 +1178,14 @@ fn main() {
     );
     match what {
         "latency" => {
-            run_latency(root.path(), &relay, num(1, 200) as usize, &tokio_rt);
+            run_latency(&root, &relay, num(1, 200) as usize, &tokio_rt);
         }
         "first-contact" => {
             let (bare, _) = tokio_rt.block_on(bare_round_trips(&relay.url, 50));
-            run_first_contact(root.path(), &relay, num(1, 5) as usize, pct(&bare, 0.5));
+            run_first_contact(&root, &relay, num(1, 5) as usize, pct(&bare, 0.5));
         }
         "load" => run_load(
-            root.path(),
+            &root,
             &relay,
             num(1, 1000) as usize,
             num(2, 10) as u32,
@@ -1185,16 +1193,9 @@ fn main() {
             &tokio_rt,
         ),
         _ => {
-            let bare = run_latency(root.path(), &relay, 200, &tokio_rt);
-            run_first_contact(root.path(), &relay, 5, bare);
-            run_load(
-                root.path(),
-                &relay,
-                1000,
-                10,
-                Duration::from_secs(60),
-                &tokio_rt,
-            );
+            let bare = run_latency(&root, &relay, 200, &tokio_rt);
+            run_first_contact(&root, &relay, 5, bare);
+            run_load(&root, &relay, 1000, 10, Duration::from_secs(60), &tokio_rt);
         }
     }
 }

@@ -253,9 +253,11 @@ async fn list_me_and_unlist_from_the_home() {
         assert_eq!(w.lookup(a).await, vec![bob.to_string()], "{a}");
     }
     assert!(w.lookup("b@private.test").await.is_empty());
-    // Again: replaced, not doubled.
-    let (code, out, _) = w.rdv("bob", &["directory", "list-me"]).await;
-    assert_eq!(code, 0);
+    // Again: replaced, not doubled. A listing's `updated` is in whole
+    // seconds and must be later than the one held (§4.5): the next second.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (code, out, err) = w.rdv("bob", &["directory", "list-me"]).await;
+    assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("claims on this address: 1"), "{out}");
 
     let (code, out, err) = w.rdv("bob", &["--json", "directory", "unlist"]).await;

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context;
 use clap::Parser;
-use nostr_relay_builder::{LocalRelay, RelayBuilder};
+use nostr_relay_builder::{LocalRelay, RateLimit, RelayBuilder};
 
 /// A Nostr relay in memory, for local use and tests.
 #[derive(Debug, Parser)]
@@ -32,7 +32,16 @@ async fn main() -> anyhow::Result<()> {
     } else {
         args.listen.port()
     };
-    let builder = RelayBuilder::default().addr(args.listen.ip()).port(port);
+    // No per-connection rate limit (the builder's default is 60 events a
+    // minute): a local agent sending a card to many contacts would be cooled
+    // down (§6.2) for nothing.
+    let builder = RelayBuilder::default()
+        .addr(args.listen.ip())
+        .port(port)
+        .rate_limit(RateLimit {
+            max_reqs: 500,
+            notes_per_minute: u32::MAX,
+        });
     let relay = LocalRelay::new(builder);
     relay
         .run()

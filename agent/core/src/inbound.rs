@@ -267,7 +267,7 @@ impl Agent {
                 return Ok(());
             }
         }
-        if self.state.blocked.contains(&req.from) || self.seen(&req.id, ctx) {
+        if self.state.blocked.contains(&req.from) || self.state.seen.contains_key(&req.id) {
             return Ok(());
         }
         if self.state.contact(&req.from).is_some() {
@@ -276,8 +276,10 @@ impl Agent {
         }
         let policy = self.state.profile()?.inbound.clone();
         if policy == "block" {
+            // Silence, and nothing kept: a refused request changes no state.
             return Ok(());
         }
+        self.seen(&req.id, ctx);
         if self.state.pending.len() >= MAX_PENDING
             && let Some(oldest) = self
                 .state
@@ -582,20 +584,24 @@ impl Agent {
             });
             return;
         }
-        c.card_updates.push(ctx.unix());
         let Ok(held) = Card::parse_signed(&c.card, true) else {
             return;
         };
         match check_card_update(payload, from, &held, ctx.now, allow_ws) {
             CardUpdateVerdict::Replace(card) => {
+                c.card_updates.push(ctx.unix());
                 c.card = card.doc.clone();
                 self.tell(Event::CardUpdated { id: from.clone() });
             }
-            CardUpdateVerdict::SameCard => {}
-            CardUpdateVerdict::Refused(e) => self.tell(Event::CardUpdateRefused {
-                id: from.clone(),
-                reason: e.to_string(),
-            }),
+            // The same card again: ignored, and not counted (§4.3).
+            CardUpdateVerdict::SameCard => return,
+            CardUpdateVerdict::Refused(e) => {
+                c.card_updates.push(ctx.unix());
+                self.tell(Event::CardUpdateRefused {
+                    id: from.clone(),
+                    reason: e.to_string(),
+                })
+            }
         }
         self.state.contacts.insert(from.clone(), c);
         self.state.touch(Table::Contact, from.as_str());

@@ -48,7 +48,7 @@
 //! `RDV_FUZZ_ALLOW` tolerates named changes on refused inputs (a table, or
 //! `table.member`), to fuzz on past a finding already reported; unset, the
 //! rules are strict. `RDV_FUZZ_DEBUG=1` prints what each input did.
-//! Findings so far (2026-12, against 62eed30), both in
+//! Findings so far (found at 62eed30, still there at 21ab300), both in
 //! agent/core/src/inbound.rs: a request from a current contact (or any
 //! request when the inbound policy is `block`) records its id in `seen`
 //! before those checks refuse it (`on_request`); a card-update carrying
