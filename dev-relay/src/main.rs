@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 
 use anyhow::Context;
 use clap::Parser;
-use nostr_relay_builder::{LocalRelay, RateLimit, RelayBuilder};
+use nostr_relay_builder::builder::RateLimit;
+use nostr_relay_builder::{LocalRelay, RelayBuilder};
 
 /// A Nostr relay in memory, for local use and tests.
 #[derive(Debug, Parser)]
