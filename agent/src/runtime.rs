@@ -316,19 +316,7 @@ impl Runtime {
                 })
                 .await
                 .map_err(|e| Error::Carrier(e.to_string()))?;
-                let summary = serde_json::json!({"carrier": "ntfy", "ok": r.is_ok()});
-                let (ok, reason) = match r {
-                    Ok(()) => (true, String::new()),
-                    Err(e) => (false, e),
-                };
-                Some((
-                    Input::Carried {
-                        delivery,
-                        ok,
-                        reason,
-                    },
-                    summary,
-                ))
+                Some(carried("ntfy", delivery, r))
             }
             Effect::PublishMqtt {
                 delivery,
@@ -347,19 +335,7 @@ impl Runtime {
                 })
                 .await
                 .map_err(|e| Error::Carrier(e.to_string()))?;
-                let summary = serde_json::json!({"carrier": "mqtt", "ok": r.is_ok()});
-                let (ok, reason) = match r {
-                    Ok(()) => (true, String::new()),
-                    Err(e) => (false, e),
-                };
-                Some((
-                    Input::Carried {
-                        delivery,
-                        ok,
-                        reason,
-                    },
-                    summary,
-                ))
+                Some(carried("mqtt", delivery, r))
             }
         })
     }
@@ -652,6 +628,23 @@ impl Drop for Inbound {
             t.abort();
         }
     }
+}
+
+/// The input that reports a non-Nostr carrier's outcome, and its summary.
+fn carried(carrier: &str, delivery: String, r: std::result::Result<(), String>) -> (Input, Value) {
+    let summary = serde_json::json!({"carrier": carrier, "ok": r.is_ok()});
+    let (ok, reason) = match r {
+        Ok(()) => (true, String::new()),
+        Err(e) => (false, e),
+    };
+    (
+        Input::Carried {
+            delivery,
+            ok,
+            reason,
+        },
+        summary,
+    )
 }
 
 fn rumqttc_qos1() -> rdv_bridge_client::mqtt::QoS {
