@@ -29,7 +29,8 @@
 //!   published with nostr-sdk): its VmRSS and CPU over the window, beside a
 //!   bare nostr-sdk subscriber process receiving the same stream, and
 //!   `rdv status`'s wall time on that home beside its floor (process start,
-//!   and opening the store and loading the state in-process).
+//!   and opening the store and reading the summary it prints in-process;
+//!   and the whole-state load it did before).
 //!
 //! Binaries are taken beside this example (target/release), or from
 //! `RDV_BIN` and `RDV_DEV_RELAY_BIN`. The relay is rdv-dev-relay's, without
@@ -620,8 +621,9 @@ fn run_latency(
         }
     }
     drop(rt);
-    // The store commits with synchronous=FULL: an fsync per commit, three on
-    // the way (the send, the relay's OK, the receipt).
+    // The store commits with synchronous=FULL: an fsync per commit, two on
+    // the way (the send, the receipt); the relay's OK commits without one
+    // (Store::begin_outcome).
     let fsync: Vec<Duration> = (0..50)
         .map(|i| {
             use std::io::Write as _;
@@ -632,26 +634,38 @@ fn run_latency(
             t.elapsed()
         })
         .collect();
-    // One commit of one small record through the store (WAL, synchronous=FULL).
-    let commit: Vec<Duration> = tokio_rt.block_on(async {
-        let store = Store::open(&root.join("commit.db")).await.unwrap();
-        let mut v = Vec::new();
-        for i in 0..50 {
-            let t = Instant::now();
-            let mut tx = store.begin().await.unwrap();
-            tx.write(&[Write {
-                table: Table::Seen,
-                key: format!("k{i}"),
-                value: Some(json!(i)),
-            }])
-            .await
-            .unwrap();
-            tx.commit().await.unwrap();
-            v.push(t.elapsed());
-        }
-        store.close().await;
-        v
-    });
+    // One commit of one small record through the store (WAL,
+    // synchronous=FULL), and the same as a delivery's outcome commits it
+    // (Store::begin_outcome: synchronous=NORMAL, no fsync).
+    let commits = |outcome: bool| -> Vec<Duration> {
+        tokio_rt.block_on(async {
+            let store = Store::open(&root.join(format!("commit-{outcome}.db")))
+                .await
+                .unwrap();
+            let mut v = Vec::new();
+            for i in 0..50 {
+                let t = Instant::now();
+                let mut tx = if outcome {
+                    store.begin_outcome().await.unwrap()
+                } else {
+                    store.begin().await.unwrap()
+                };
+                tx.write(&[Write {
+                    table: Table::Seen,
+                    key: format!("k{i}"),
+                    value: Some(json!(i)),
+                }])
+                .await
+                .unwrap();
+                tx.commit().await.unwrap();
+                v.push(t.elapsed());
+            }
+            store.close().await;
+            v
+        })
+    };
+    let commit = commits(false);
+    let outcome_commit = commits(true);
     let status: Vec<Duration> = (0..20).map(|_| rdv(&pair.b, &["status"]).0).collect();
     let so = pct(&seal, 0.5) + pct(&open, 0.5);
     line("seal (note/text payload)", &seal);
@@ -666,6 +680,10 @@ fn run_latency(
     line(
         "Store commit of one record (WAL, synchronous=FULL)",
         &commit,
+    );
+    line(
+        "Store commit of one record, as an outcome (synchronous=NORMAL)",
+        &outcome_commit,
     );
     line("library: Runtime::apply(Send): seal + commit", &lib_apply);
     line("library: Runtime::carry: publish, OK, commit", &lib_carry);
@@ -1082,6 +1100,31 @@ fn run_load(
             t.elapsed()
         })
         .collect();
+    // What `rdv status` reads now: the profile and relay health, and
+    // counts in SQL.
+    let summary: Vec<Duration> = (0..10)
+        .map(|_| {
+            tokio_rt.block_on(async {
+                use rdv_agent::store::Count;
+                let t = Instant::now();
+                let store = Store::open(&Home::at(&home).db_path()).await.unwrap();
+                let s = store
+                    .summary(
+                        &[Table::Profile, Table::RelayHealth],
+                        &[Count {
+                            table: Table::Contact,
+                            filter: Some(("status", json!("active"))),
+                        }],
+                    )
+                    .await
+                    .unwrap();
+                let d = t.elapsed();
+                assert_eq!(s.counts, [n as u64]);
+                store.close().await;
+                d
+            })
+        })
+        .collect();
     let load_state: Vec<Duration> = (0..10)
         .map(|_| {
             tokio_rt.block_on(async {
@@ -1135,10 +1178,14 @@ fn run_load(
     );
     line("`rdv status` on that home (listener at load)", &status);
     line("floor: `rdv --version`", &floor);
-    line("floor: Store::open + load_all + State::load", &load_state);
+    line("Store::open + summary (what rdv status reads)", &summary);
+    line(
+        "Store::open + load_all + State::load (what it loaded before)",
+        &load_state,
+    );
     println!(
-        "  rdv status / (process floor + state load): {:.2}×",
-        ms(pct(&status, 0.5)) / (ms(pct(&floor, 0.5)) + ms(pct(&load_state, 0.5)))
+        "  rdv status / (process floor + Store::open + summary): {:.2}×",
+        ms(pct(&status, 0.5)) / (ms(pct(&floor, 0.5)) + ms(pct(&summary, 0.5)))
     );
     drop(listener);
 }

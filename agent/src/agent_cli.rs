@@ -178,6 +178,18 @@ pub enum ContactCommand {
     Resync { contact: String },
     /// Your contacts.
     List,
+    /// Let a contact's agent have every task it may invoke started and
+    /// answered without asking you (SPEC §5.5.1): `all` needs you at this
+    /// terminal and your owner passphrase (`rdv owner-secret set`); `off`
+    /// turns it off. Human-only, like `rdv contact grant`.
+    AutoApprove {
+        contact: String,
+        #[arg(value_parser = ["all", "off"])]
+        mode: String,
+        /// When it ends: an RFC 3339 time or a duration like 7d.
+        #[arg(long)]
+        until: Option<String>,
+    },
     /// Ask a mailbox whether it has an agent, when topics stayed silent
     /// (SPEC §5.2.1): your gateway mails a signed probe. At most one per
     /// address per 30 days; opt-outs are honored. An answer (SYN-ACK) is a
@@ -222,6 +234,23 @@ pub enum ContactCommand {
         invite_id: String,
         #[arg(value_parser = ["accepted", "declined"])]
         status: String,
+    },
+    /// Answer an invite someone sent you (SPEC §5.2.2): asks the inviter's
+    /// agent for contact with the invite's token, so it sees the answer to
+    /// its invite. FILE is the invite mail, its RDV/1 block, or the invite's
+    /// JSON (`-` for stdin). The inviter's card comes from its agent ID's
+    /// topic, or --card.
+    AcceptInvite {
+        file: String,
+        /// The inviter's card (a file), when it is on no topic.
+        #[arg(long)]
+        card: Option<String>,
+        /// A short greeting (inside the encrypted request).
+        #[arg(long, default_value = "")]
+        greeting: String,
+        /// Your name for the inviter.
+        #[arg(long)]
+        label: Option<String>,
     },
 }
 

@@ -140,6 +140,10 @@ pub async fn run(cmd: Cli, g: &Global) -> Result<()> {
         Cli::Listen => listen(g, &out).await,
         Cli::Status => status(g, &out).await,
         Cli::Backup(a) => crate::backup_cmd::run(a, g, &out).await,
+        Cli::Task(a) => crate::task_cmd::run(a, g).await,
+        Cli::OwnerSecret(a) => crate::task_cmd::owner_secret(a, g).await,
+        Cli::Audit(a) => crate::task_cmd::audit(a, g).await,
+        Cli::Dinner(a) => crate::meeting_cmd::run(a, g, &out).await,
         Cli::Suggest(a) => crate::suggest::run(a, g).await,
         Cli::Directory(d) if d.uses_home() => crate::directory_cmd::run_home(d, g).await,
         _ => Err(Error::Input("not an agent command".into())),
@@ -240,12 +244,19 @@ async fn relays(a: RelaysCommand, g: &Global, out: &Out) -> Result<()> {
 
 fn relay_list(rt: &Runtime) -> Result<Value> {
     let s = &rt.agent().state;
-    let p = s.profile()?;
+    Ok(json!({ "relays": relays_json(s.profile()?, &s.relay_health) }))
+}
+
+/// The profile's relays, each with its health (§6.2).
+fn relays_json(
+    p: &rdv_agent_core::state::Profile,
+    health: &std::collections::BTreeMap<String, rdv_agent_core::state::RelayHealth>,
+) -> Value {
     let list: Vec<Value> = p
         .relays
         .iter()
         .map(|r| {
-            let h = s.relay_health.get(r).cloned().unwrap_or_default();
+            let h = health.get(r).cloned().unwrap_or_default();
             json!({
                 "url": r,
                 "last_ok": h.last_ok.map(rdv_proto::time::format_time),
@@ -257,7 +268,7 @@ fn relay_list(rt: &Runtime) -> Result<Value> {
             })
         })
         .collect();
-    Ok(json!({ "relays": list }))
+    Value::Array(list)
 }
 
 async fn card(a: CardArgs, g: &Global, out: &Out) -> Result<()> {
@@ -337,6 +348,29 @@ async fn discover(a: DiscoverArgs, g: &Global, out: &Out) -> Result<()> {
         println!("error: {}", terminal_safe(e));
     }
     Ok(())
+}
+
+/// The signed `rdv/invite` of an invite mail, of its RDV/1 block, or
+/// given as JSON (§5.2.2), bounded before it is parsed.
+fn read_invite(file: &str) -> Result<Value> {
+    let raw = read_input(file, rdv_proto::consts::MAIL_MAX_BYTES)?;
+    if let Ok(v) = serde_json::from_slice::<Value>(&raw)
+        && v.is_object()
+    {
+        return Ok(v);
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with("---BEGIN RDV/1---") {
+        // The block alone: its one JSON line.
+        if let Some(line) = trimmed.lines().nth(1)
+            && let Ok(v) = serde_json::from_str::<Value>(line.trim())
+        {
+            return Ok(v);
+        }
+    }
+    rdv_proto::mailblock::extract_block(&raw)
+        .map_err(|e| Error::Input(format!("{file}: no invite in it: {e}")))
 }
 
 async fn contact(a: ContactCommand, g: &Global, out: &Out) -> Result<()> {
@@ -424,6 +458,14 @@ async fn contact(a: ContactCommand, g: &Global, out: &Out) -> Result<()> {
             rt.command(Command::Resync { id }).await?
         }
         ContactCommand::List => contacts(&rt)?,
+        ContactCommand::AutoApprove {
+            contact,
+            mode,
+            until,
+        } => {
+            let id = contact_ref(&rt, &contact)?;
+            crate::task_cmd::auto_approve(&mut rt, id, &mode, until).await?
+        }
         ContactCommand::ProbeMail {
             address,
             greeting,
@@ -438,6 +480,37 @@ async fn contact(a: ContactCommand, g: &Global, out: &Out) -> Result<()> {
         } => crate::mailbox::invite(&mut rt, address, source, note, from_mailbox).await?,
         ContactCommand::InviteStatus { invite_id, status } => {
             crate::mailbox::invite_status(&mut rt, invite_id, &status).await?
+        }
+        ContactCommand::AcceptInvite {
+            file,
+            card,
+            greeting,
+            label,
+        } => {
+            let invite = read_invite(&file)?;
+            let card = match card {
+                Some(f) => {
+                    let raw = read_input(&f, rdv_proto::consts::CARD_MAX_BYTES * 2)?;
+                    rdv_proto::canon::parse(&raw, rdv_proto::consts::CARD_MAX_BYTES * 2)
+                        .map_err(|e| Error::Input(format!("{f}: not a card: {e}")))?
+                }
+                None => {
+                    let from = invite
+                        .get("from")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| Error::Input(format!("{file}: the invite names no from")))?;
+                    let id = AgentId::parse(from)
+                        .map_err(|e| Error::Input(format!("{file}: from: {e}")))?;
+                    discovery::card_for_id(&mut rt, &id).await?
+                }
+            };
+            rt.command(Command::AcceptInvite {
+                invite,
+                card,
+                greeting,
+                label,
+            })
+            .await?
         }
     };
     out.value(&v)
@@ -459,6 +532,9 @@ fn pending(rt: &Runtime) -> Result<Value> {
                 rdv_agent_core::state::Via::Envelope => ("envelope", None),
                 rdv_agent_core::state::Via::Mailbox { address } => {
                     ("mailbox", Some(address.clone()))
+                }
+                rdv_agent_core::state::Via::Invite { address, .. } => {
+                    ("invite", Some(address.clone()))
                 }
             };
             json!({
@@ -586,23 +662,53 @@ async fn listen(g: &Global, out: &Out) -> Result<()> {
     .await
 }
 
+/// Reads the profile and relay health, and counts the rest in the store:
+/// loading a big home's state (every contact's card, every agent ID parsed)
+/// for four numbers made this grow with the contacts.
 async fn status(g: &Global, out: &Out) -> Result<()> {
-    let rt = open(g).await?;
-    let s = &rt.agent().state;
+    use crate::store::{Count, Store};
+    use rdv_agent_core::record::Table;
+    use rdv_agent_core::state::{CONTACT_STATUS_FIELD, OUTGOING_CLOSED_FIELD, State};
+    let home = home(g)?;
+    if !home.has_agent() {
+        return Err(Error::Agent(rdv_agent_core::Error::NoAgent));
+    }
+    let key = rdv_proto::AgentKey::from_seed(*home.read_seed()?);
+    let id = key.id();
+    let store = Store::open(&home.db_path()).await?;
+    let count = |table, filter| Count { table, filter };
+    let summary = store
+        .summary(
+            &[Table::Profile, Table::RelayHealth],
+            &[
+                count(
+                    Table::Contact,
+                    Some((CONTACT_STATUS_FIELD, json!("active"))),
+                ),
+                count(Table::Pending, None),
+                count(Table::Outgoing, Some((OUTGOING_CLOSED_FIELD, json!(false)))),
+                count(Table::Delivery, None),
+            ],
+        )
+        .await?;
+    let s = State::load(&summary.records)?;
     let p = s.profile()?;
-    let listening = rt.home().listener_running();
+    let [contacts, pending, open_requests, deliveries] = summary.counts[..] else {
+        return Err(Error::Store("the store counted something else".into()));
+    };
+    let listening = home.listener_running();
     let v = json!({
-        "id": rt.agent().id(),
-        "fingerprint": rt.agent().id().fingerprint(),
-        "home": rt.home().dir().display().to_string(),
+        "id": id,
+        "fingerprint": id.fingerprint(),
+        "home": home.dir().display().to_string(),
         "addresses": p.addresses.iter().map(|x| json!({"address": x.address, "public": x.public})).collect::<Vec<_>>(),
         "public_pointer": p.public_pointer,
         "inbound_policy": p.inbound,
-        "relays": relay_list(&rt)?["relays"].clone(),
-        "contacts": s.contacts.values().filter(|c| c.status == ContactStatus::Active).count(),
-        "pending_requests": s.pending.len(),
-        "open_requests": s.outgoing.values().filter(|o| !o.closed).count(),
-        "deliveries_under_way": s.deliveries.len(),
+        "relays": relays_json(p, &s.relay_health),
+        "contacts": contacts,
+        "pending_requests": pending,
+        "open_requests": open_requests,
+        "deliveries_under_way": deliveries,
         "inbound": if listening { "consumer running" } else { "no listener" },
     });
     out.value(&v)

@@ -80,11 +80,22 @@ skips DNS.")]
     /// Identity, relays and their health, contacts, pending requests, and
     /// whether a process is listening.
     Status,
+    /// The walk-through against a running suite (`rdv-suite`): two agents,
+    /// Alice's and Bob's, list, look up, probe, grant, confirm and talk,
+    /// each step shown as the command a person would type and its output.
+    Demo(crate::demo::DemoArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or
     /// powershell (e.g. `rdv completions bash > /etc/bash_completion.d/rdv`).
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+    /// Write man pages: rdv.1 and one page per subcommand (rdv-contact.1,
+    /// rdv-contact-grant.1, …) into a folder (e.g. /usr/local/share/man/man1).
+    Man {
+        /// The folder to write into (created if missing).
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
     },
     /// Wire-format conformance commands, for testing another implementation
     /// against this one byte for byte.
@@ -110,6 +121,24 @@ skips DNS.")]
     /// from one into a new home, its contacts told (SPEC §6.4.1).
     #[command(subcommand)]
     Backup(crate::backup_cmd::BackupCommand),
+    /// General tasks with a contact (SPEC §7.6): list, status, read,
+    /// request, input, cancel; and the gates only you pass: approve,
+    /// release (with the code `rdv task list` shows), decline, submit.
+    #[command(subcommand)]
+    Task(crate::task_cmd::TaskCommand),
+    /// The owner passphrase that turns auto-approve on (SPEC §5.5.1): set
+    /// (interactive terminal only), reset.
+    #[command(subcommand)]
+    OwnerSecret(crate::task_cmd::OwnerSecretCommand),
+    /// The audit log of every gate passed without asking you (SPEC §5.5.1).
+    Audit(crate::task_cmd::AuditArgs),
+    /// Meetings with a contact (SPEC §7.2–§7.4): propose, list, confirm
+    /// (only you, with the code shown for that meeting), cancel, calendar.
+    #[command(subcommand)]
+    Dinner(crate::meeting_cmd::DinnerCommand),
+    /// Serve MCP on stdio (the same server as `rdv-mcp`): give an assistant
+    /// this agent, with consent kept with you (SPEC §5.5, §13).
+    Mcp(crate::mcp::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,17 +1,21 @@
-//! `rdv directory` (SPEC §4.5). `list-me` and `unlist` list this home's
-//! agent (its key and current card) in its directories under each public
-//! address, or withdraw it. `publish|remove|lookup` try a directory with a
-//! key read from `--seed-file` (64 hex digits) and a card from `--card`.
+//! `rdv directory` (SPEC §4.5). `add`, `remove URL` and `list` change and
+//! show the directories this home's agent uses (for discovery, suggestions
+//! and listing), through the core. `list-me` and `unlist` list this agent
+//! (its key and current card) in those directories under each public
+//! address, or withdraw it. `publish|remove --url|lookup` try a directory
+//! with a key read from `--seed-file` (64 hex digits) and a card from
+//! `--card`, without a home.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
+use rdv_agent_core::Command;
 use rdv_directory_client::DirectoryClient;
 use rdv_proto::doc::card::Card;
 use rdv_proto::{Address, AgentKey};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::Global;
 use crate::error::{Error, Result};
@@ -21,6 +25,36 @@ use crate::terminal::{ascii_json, printable, write_line};
 
 #[derive(Debug, Subcommand)]
 pub enum DirectoryCommand {
+    /// Use one more directory (https://…): discovery, suggestions and
+    /// list-me ask every directory this agent uses. Nothing is sent to it now.
+    Add {
+        /// The directory's base URL, e.g. https://dir.example
+        url: String,
+    },
+    /// Stop using a directory: `rdv directory remove URL` (its listings of
+    /// this agent stay until they expire: `rdv directory unlist --directory
+    /// URL` first withdraws them). With --url, --address and --seed-file
+    /// instead, and no home: withdraw a listing made with `publish`.
+    Remove {
+        /// The directory to stop using (as `rdv directory list` shows it).
+        #[arg(
+            value_name = "URL",
+            required_unless_present = "url",
+            conflicts_with_all = ["url", "address", "seed_file"]
+        )]
+        directory: Option<String>,
+        /// Without a home: the directory to withdraw a listing from.
+        #[arg(long, value_name = "URL", requires_all = ["address", "seed_file"])]
+        url: Option<String>,
+        /// Without a home: the listed address.
+        #[arg(long, requires = "url")]
+        address: Option<String>,
+        /// Without a home: file holding the agent's Ed25519 seed (64 hex digits).
+        #[arg(long, requires = "url")]
+        seed_file: Option<PathBuf>,
+    },
+    /// The directories this agent uses, and whether suggestions are on.
+    List,
     /// List this agent in its directories under each public address on its
     /// card (opt-in: a publishing act, §4.5). Run again after the card
     /// changes, and before the listing expires.
@@ -40,8 +74,10 @@ pub enum DirectoryCommand {
         #[arg(long = "directory", value_name = "URL")]
         directories: Vec<String>,
     },
-    /// List this agent's card in a directory under one of its addresses
-    /// (the card must claim it). Opt-in: nothing is listed unless you run this.
+    /// Without a home: list an agent's card (--card) in a directory under one
+    /// of its addresses (the card must claim it), signed with the key in
+    /// --seed-file. Opt-in: nothing is listed unless you run this. `remove
+    /// --url --address --seed-file` withdraws it.
     Publish {
         /// The directory's base URL, e.g. https://dir.example
         #[arg(long)]
@@ -59,17 +95,9 @@ pub enum DirectoryCommand {
         #[arg(long, default_value_t = 30)]
         days: i64,
     },
-    /// Withdraw this agent's listing of an address (under every listed key).
-    Remove {
-        #[arg(long)]
-        url: String,
-        #[arg(long)]
-        address: String,
-        #[arg(long)]
-        seed_file: PathBuf,
-    },
-    /// Look addresses up; prints each verified card that claims one.
-    /// The directory sees only a bucket, never the address.
+    /// Without a home: look addresses up in a directory; prints each
+    /// verified card that claims one. The directory sees only a bucket,
+    /// never the address.
     Lookup {
         #[arg(long)]
         url: String,
@@ -90,14 +118,72 @@ fn read_seed(path: &PathBuf) -> Result<AgentKey> {
 }
 
 impl DirectoryCommand {
-    /// `list-me` and `unlist` work from the agent's home (main.rs runs them
-    /// on the agent's runtime, through `agent_cmd::run`).
+    /// `add`, `remove URL`, `list`, `list-me` and `unlist` work from the
+    /// agent's home (main.rs runs them on the agent's runtime, through
+    /// `agent_cmd::run`).
     pub fn uses_home(&self) -> bool {
         matches!(
             self,
-            DirectoryCommand::ListMe { .. } | DirectoryCommand::Unlist { .. }
+            DirectoryCommand::Add { .. }
+                | DirectoryCommand::Remove {
+                    directory: Some(_),
+                    ..
+                }
+                | DirectoryCommand::List
+                | DirectoryCommand::ListMe { .. }
+                | DirectoryCommand::Unlist { .. }
         )
     }
+}
+
+/// No directory to ask: how to name one.
+pub fn no_directory() -> Error {
+    Error::Input(
+        "no directory is configured (rdv directory add URL); or name one with --directory URL"
+            .into(),
+    )
+}
+
+/// One result: a JSON line, or `key: value` lines.
+pub(crate) fn print_value(v: &Value, json_out: bool) -> Result<()> {
+    let mut so = std::io::stdout().lock();
+    if json_out {
+        return write_line(&mut so, v);
+    }
+    if let Some(m) = v.as_object() {
+        for (k, x) in m {
+            let text = match x {
+                Value::String(s) => s.clone(),
+                Value::Array(a) => a
+                    .iter()
+                    .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                other => other.to_string(),
+            };
+            writeln!(so, "{k}: {}", printable(&text))?;
+        }
+    }
+    so.flush()?;
+    Ok(())
+}
+
+/// `add`, `remove URL` and `list`: the directories the home's agent uses.
+async fn configured(cmd: DirectoryCommand, g: &Global) -> Result<()> {
+    let home = Home::resolve(g.home.clone(), g.profile.as_deref())?;
+    let mut rt = Runtime::open(home, Options::default()).await?;
+    let v = match cmd {
+        DirectoryCommand::Add { url } => rt.command(Command::AddDirectory { url }).await?,
+        DirectoryCommand::Remove {
+            directory: Some(url),
+            ..
+        } => rt.command(Command::RemoveDirectory { url }).await?,
+        _ => {
+            let p = rt.agent().state.profile()?;
+            json!({ "directories": p.directories, "suggest": p.suggest })
+        }
+    };
+    print_value(&v, g.json)
 }
 
 /// Runs `list-me` or `unlist` for the home's agent: one line per directory
@@ -106,6 +192,7 @@ pub async fn run_home(cmd: DirectoryCommand, g: &Global) -> Result<()> {
     let (dirs, days, listing) = match cmd {
         DirectoryCommand::ListMe { directories, days } => (directories, days, true),
         DirectoryCommand::Unlist { directories } => (directories, 0, false),
+        c if c.uses_home() => return configured(c, g).await,
         _ => return Err(Error::Input("not a home directory command".into())),
     };
     if listing && !(1..=30).contains(&days) {
@@ -120,11 +207,7 @@ pub async fn run_home(cmd: DirectoryCommand, g: &Global) -> Result<()> {
         dirs
     };
     if dirs.is_empty() {
-        return Err(Error::Input(
-            "no directory is configured (rdv init --directory URL); or name one with \
-             --directory URL"
-                .into(),
-        ));
+        return Err(no_directory());
     }
     let now = time::OffsetDateTime::now_utc();
     let card = Card::verify(&p.card, now, p.allow_ws)?;
@@ -214,9 +297,14 @@ pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
     let now = time::OffsetDateTime::now_utc();
     let mut rng = rand_core::OsRng;
     match cmd {
-        DirectoryCommand::ListMe { .. } | DirectoryCommand::Unlist { .. } => {
+        DirectoryCommand::Add { .. }
+        | DirectoryCommand::List
+        | DirectoryCommand::ListMe { .. }
+        | DirectoryCommand::Unlist { .. } => {
             return Err(Error::Input(
-                "list-me and unlist run on the agent's home (agent_cmd::run)".into(),
+                "add, remove URL, list, list-me and unlist run on the agent's home \
+                 (agent_cmd::run)"
+                    .into(),
             ));
         }
         DirectoryCommand::Publish {
@@ -253,9 +341,10 @@ pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
             writeln!(out, "{} (claims on this address: {})", r.status, r.claims)?;
         }
         DirectoryCommand::Remove {
-            url,
-            address,
-            seed_file,
+            url: Some(url),
+            address: Some(address),
+            seed_file: Some(seed_file),
+            ..
         } => {
             let key = read_seed(seed_file)?;
             let addr = Address::parse(address)?;
@@ -265,6 +354,11 @@ pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
             {
                 writeln!(out, "{}", r.status)?;
             }
+        }
+        DirectoryCommand::Remove { .. } => {
+            return Err(Error::Input(
+                "rdv directory remove takes a URL, or --url, --address and --seed-file".into(),
+            ));
         }
         DirectoryCommand::Lookup { url, addresses } => {
             let addrs = addresses

@@ -104,16 +104,29 @@ pub async fn discover(rt: &mut Runtime, target: &Target, raw: &str) -> Result<Di
     discover_with(rt, target, raw, &dns).await
 }
 
-/// Cards on `topics` from our relays that verify, for which `fits` holds,
-/// the newest of each agent (§4.3); and whether our own card was there.
+/// Cards on `topics` from our relays and our ntfy and MQTT hint servers
+/// (§4.4 item 1: one topic namespace on all three carriers) that verify,
+/// for which `fits` holds, the newest of each agent (§4.3) with where it
+/// was read (`relays`, `ntfy:<server>`, `mqtt:<url>`); and whether our own
+/// card was there. A hint server that cannot be asked adds a line to
+/// `errors`; the others still answer.
 async fn pointer_cards(
     rt: &mut Runtime,
     topics: Vec<String>,
     fits: impl Fn(&str, &Card) -> bool,
-) -> Result<(Vec<Card>, bool)> {
+    errors: &mut Vec<String>,
+) -> Result<(Vec<(Card, String)>, bool)> {
     let profile = rt.agent().state.profile()?.clone();
     let me = rt.agent().id().clone();
     let now = time::OffsetDateTime::now_utc();
+    let hint_routes = rt.agent().hint_routes("")?;
+    let hints = (!hint_routes.is_empty()).then(|| {
+        tokio::spawn(crate::transport::hints::fetch(
+            hint_routes,
+            topics.clone(),
+            rt.options().fetch_timeout,
+        ))
+    });
     let q = Query {
         p: None,
         topics: topics.clone(),
@@ -122,12 +135,27 @@ async fn pointer_cards(
         limit: Some(64),
     };
     let got = rt.fetch(&profile.relays, &q).await?;
-    let mut own = false;
-    let mut cards: Vec<Card> = Vec::new();
+    // (topic, card document, source) from every carrier.
+    let mut docs: Vec<(String, serde_json::Value, String)> = Vec::new();
     for r in got {
-        let Ok((_, Carried::Card { topic: t, card })) = parse_event(&r.json) else {
-            continue;
-        };
+        if let Ok((_, Carried::Card { topic: t, card })) = parse_event(&r.json) {
+            docs.push((t, card, "relays".to_string()));
+        }
+    }
+    if let Some(task) = hints {
+        let (msgs, errs) = task.await.map_err(|e| Error::Carrier(e.to_string()))?;
+        errors.extend(errs);
+        for m in msgs {
+            // Bounded by the transport; a card, or nothing (a probe, noise).
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&m.bytes) else {
+                continue;
+            };
+            docs.push((m.topic, v, m.source));
+        }
+    }
+    let mut own = false;
+    let mut cards: Vec<(Card, String)> = Vec::new();
+    for (t, card, source) in docs {
         if !topics.contains(&t) {
             continue;
         }
@@ -141,14 +169,22 @@ async fn pointer_cards(
             own = true;
             continue;
         }
-        cards.push(c);
+        cards.push((c, source));
     }
-    let mut ids: Vec<AgentId> = cards.iter().map(|c| c.id.clone()).collect();
+    let mut ids: Vec<AgentId> = cards.iter().map(|(c, _)| c.id.clone()).collect();
     ids.sort();
     ids.dedup();
     let newest = ids
         .iter()
-        .filter_map(|id| newest_card(id, cards.iter()).cloned())
+        .filter_map(|id| {
+            let c = newest_card(id, cards.iter().map(|(c, _)| c))?.clone();
+            // The first carrier that had this very card (relays come first).
+            let source = cards
+                .iter()
+                .find(|(x, _)| x.doc == c.doc)
+                .map_or_else(|| "relays".to_string(), |(_, s)| s.clone());
+            Some((c, source))
+        })
         .collect();
     Ok((newest, own))
 }
@@ -176,14 +212,19 @@ pub async fn discover_with(
     };
 
     // 1. Public pointers on the topic (§4.4, §6.2).
-    let (cards, mut own) = pointer_cards(rt, vec![topic.clone()], |_, c| match target {
-        Target::Address(a) => c.claims(a),
-        Target::Id(id) => &c.id == id,
-    })
+    let (cards, mut own) = pointer_cards(
+        rt,
+        vec![topic.clone()],
+        |_, c| match target {
+            Target::Address(a) => c.claims(a),
+            Target::Id(id) => &c.id == id,
+        },
+        &mut errors,
+    )
     .await?;
     let mut found: Vec<Found> = cards
         .into_iter()
-        .map(|c| Found::new(c, Binding::Claimed, "relays".into()))
+        .map(|(c, source)| Found::new(c, Binding::Claimed, source))
         .collect();
 
     // 2. DNS TXT (§4.4): the agent IDs the domain names; each one's card
@@ -212,13 +253,16 @@ pub async fn discover_with(
         .collect();
     if !missing.is_empty() {
         let topics: Vec<String> = missing.iter().map(idtopic).collect();
-        let (cards, _) = pointer_cards(rt, topics, |t, c| {
-            missing.contains(&c.id) && idtopic(&c.id) == t
-        })
+        let (cards, _) = pointer_cards(
+            rt,
+            topics,
+            |t, c| missing.contains(&c.id) && idtopic(&c.id) == t,
+            &mut errors,
+        )
         .await?;
         // In the record's order.
         for id in &missing {
-            if let Some(c) = cards.iter().find(|c| &c.id == id) {
+            if let Some((c, _)) = cards.iter().find(|(c, _)| &c.id == id) {
                 found.push(Found::new(c.clone(), Binding::Dns, dns_source.clone()));
             }
         }

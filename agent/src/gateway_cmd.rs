@@ -146,6 +146,10 @@ pub enum GatewayCommand {
     SendInvite {
         #[arg(long)]
         to: String,
+        /// Where you got the address (SPEC §5.2.2), e.g. "the club's
+        /// member list": stated in the invitation, whatever the note says.
+        #[arg(long)]
+        source: String,
         /// A personal line added to the invitation.
         #[arg(long)]
         note: Option<String>,
@@ -455,6 +459,7 @@ pub fn run_with(args: &GatewayArgs, stdin: &mut impl Read, out: &mut impl Write)
         }
         GatewayCommand::SendInvite {
             to,
+            source,
             note,
             from_mailbox,
         } => {
@@ -468,6 +473,7 @@ pub fn run_with(args: &GatewayArgs, stdin: &mut impl Read, out: &mut impl Write)
                 .send_invite(
                     to.canon(),
                     &invite,
+                    source,
                     note.as_deref(),
                     from_mailbox.as_deref(),
                 )

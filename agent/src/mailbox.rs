@@ -104,11 +104,18 @@ pub async fn perform(home: &Home, call: GatewayCall) -> Result<(Input, Value)> {
             GatewayCall::SendInvite {
                 to,
                 invite,
+                source,
                 note,
                 from_mailbox,
                 ..
             } => gw
-                .send_invite(&to, &invite, note.as_deref(), from_mailbox.as_deref())
+                .send_invite(
+                    &to,
+                    &invite,
+                    &source,
+                    note.as_deref(),
+                    from_mailbox.as_deref(),
+                )
                 .map(|_| ()),
             GatewayCall::InviteStatus {
                 invite_id,

@@ -30,6 +30,12 @@ fn main() -> ExitCode {
             &args,
             &mut std::io::stdout().lock(),
         )),
+        Command::Mcp(args) => {
+            init_tracing();
+            report(rdv_agent::mcp::run_blocking(args, &cli.global))
+        }
+        Command::Man { out } => report(write_man_pages(&out)),
+        Command::Demo(args) => report(rdv_agent::demo::run(&args).map(|_| ())),
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "rdv", &mut std::io::stdout());
@@ -37,6 +43,38 @@ fn main() -> ExitCode {
         }
         agent => report(run_agent(agent, &cli.global)),
     }
+}
+
+/// `rdv man`: one roff page per command, generated from the same clap
+/// definitions as `--help`, so the two never disagree.
+fn write_man_pages(out: &std::path::Path) -> rdv_agent::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    fn walk(
+        cmd: &clap::Command,
+        name: String,
+        out: &std::path::Path,
+        n: &mut usize,
+    ) -> rdv_agent::Result<()> {
+        let mut buf = Vec::new();
+        let page = cmd
+            .clone()
+            .display_name(name.clone())
+            .bin_name(name.replace('-', " "));
+        clap_mangen::Man::new(page)
+            .title(name.clone())
+            .render(&mut buf)?;
+        std::fs::write(out.join(format!("{name}.1")), buf)?;
+        *n += 1;
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            walk(sub, format!("{name}-{}", sub.get_name()), out, n)?;
+        }
+        Ok(())
+    }
+    let mut n = 0;
+    walk(&cmd, "rdv".into(), out, &mut n)?;
+    println!("wrote {n} man pages to {}", out.display());
+    Ok(())
 }
 
 /// The agent's commands run on a tokio runtime (the relays, the store).

@@ -140,6 +140,10 @@ impl Runtime {
         &self.home
     }
 
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -165,7 +169,11 @@ impl Runtime {
 
     /// One input: decide, commit, and return what to carry out.
     pub async fn apply(&mut self, input: Input) -> Result<Output> {
-        let mut tx = self.store.begin().await?;
+        let mut tx = if input.is_outcome() {
+            self.store.begin_outcome().await?
+        } else {
+            self.store.begin().await?
+        };
         let generation = tx.generation().await?;
         if generation != self.generation {
             let recs = tx.load_all().await?;
@@ -173,11 +181,16 @@ impl Runtime {
         }
         let mut rng = rand_core::OsRng;
         let t = now();
-        let mut ctx = Ctx {
-            now: t,
-            rng: &mut rng,
+        // `Ctx` is not `Send`: scoped so that it never lives across an
+        // await (the MCP server runs commands on a multi-threaded runtime).
+        let handled = {
+            let mut ctx = Ctx {
+                now: t,
+                rng: &mut rng,
+            };
+            self.agent.handle(input, &mut ctx)
         };
-        let out = match self.agent.handle(input, &mut ctx) {
+        let out = match handled {
             Ok(out) => out,
             Err(e) => {
                 // Nothing of a failed input is kept: reload next time.
@@ -323,12 +336,13 @@ impl Runtime {
                 url,
                 topic,
                 body,
+                retain,
             } => {
                 let r = tokio::task::spawn_blocking(move || {
                     use rdv_bridge_client::mqtt::{MqttPublisher, fresh_client_id};
                     MqttPublisher::connect(&url, &fresh_client_id("rdv"))
                         .and_then(|mut p| {
-                            p.publish(&topic, body.as_bytes(), rumqttc_qos1(), false)?;
+                            p.publish(&topic, body.as_bytes(), rumqttc_qos1(), retain)?;
                             p.disconnect()
                         })
                         .map_err(|e| e.to_string())
@@ -501,20 +515,48 @@ impl Runtime {
                 }
             }));
         }
-        // §6.3: the fallback carriers on our card, envelopes as they are.
+        // §6.3: the fallback carriers on our card, envelopes as they are,
+        // and (§4.4 item 1) the dtopics of our listed addresses on the same
+        // servers, for topic probes.
+        let mut ntfy_servers: Vec<String> = Vec::new();
         for (server, topic) in subs.ntfy {
+            if !ntfy_servers.contains(&server) {
+                ntfy_servers.push(server.clone());
+            }
             tasks.push(tokio::spawn(ntfy_inbound(
                 server,
-                topic,
+                vec![topic],
+                Listen::Envelopes,
                 since as u64,
                 tx.clone(),
             )));
         }
+        let mut mqtt_brokers: Vec<String> = Vec::new();
         for (url, topic) in subs.mqtt {
+            if !mqtt_brokers.contains(&url) {
+                mqtt_brokers.push(url.clone());
+            }
             let tx = tx.clone();
             tasks.push(tokio::task::spawn_blocking(move || {
-                mqtt_inbound(&url, &topic, &tx)
+                mqtt_inbound(&url, &[topic], Listen::Envelopes, &tx)
             }));
+        }
+        if !subs.topics.is_empty() {
+            for server in ntfy_servers {
+                tasks.push(tokio::spawn(ntfy_inbound(
+                    server,
+                    subs.topics.clone(),
+                    Listen::Topics,
+                    since as u64,
+                    tx.clone(),
+                )));
+            }
+            for url in mqtt_brokers {
+                let (tx, topics) = (tx.clone(), subs.topics.clone());
+                tasks.push(tokio::task::spawn_blocking(move || {
+                    mqtt_inbound(&url, &topics, Listen::Topics, &tx)
+                }));
+            }
         }
         // §5.2.1: the gateway inboxes of our proved mailboxes.
         crate::mailbox::spawn_inbox(&self.agent, &self.home, &tx, &mut tasks);
@@ -525,24 +567,54 @@ impl Runtime {
 /// Waits after a failed fallback subscription before trying again.
 const FALLBACK_RETRY: Duration = Duration::from_secs(5);
 
-/// Receives envelopes on an ntfy topic, resubscribing after a failure from
+/// What a fallback subscription carries: envelopes to us (our agent
+/// topic), or whatever is posted on our listen topics (§4.4: probes).
+#[derive(Debug, Clone, Copy)]
+enum Listen {
+    Envelopes,
+    Topics,
+}
+
+impl Listen {
+    /// The input for one message, bounded first (§6.4).
+    fn input(self, carrier: &str, topic: &str, bytes: Vec<u8>) -> Option<Input> {
+        if bytes.len() > rdv_proto::consts::ENVELOPE_MAX_BYTES {
+            return None;
+        }
+        Some(match self {
+            Listen::Envelopes => Input::Envelope {
+                carrier: carrier.to_string(),
+                bytes,
+            },
+            Listen::Topics => Input::Topic {
+                carrier: carrier.to_string(),
+                topic: topic.to_string(),
+                bytes,
+            },
+        })
+    }
+}
+
+/// Receives messages on ntfy topics, resubscribing after a failure from
 /// the last message seen (`since=<id>`), so none is missed.
 async fn ntfy_inbound(
     server: String,
-    topic: String,
+    topics: Vec<String>,
+    listen: Listen,
     since: u64,
     tx: tokio::sync::mpsc::Sender<Input>,
 ) {
     use rdv_bridge_client::ntfy::{NtfyClient, Since};
     use tokio_stream::StreamExt;
     let mut since = Since::Time(since);
-    let carrier = format!("ntfy:{server}/{topic}");
+    let carrier = format!("ntfy:{server}");
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
     loop {
         if tx.is_closed() {
             return;
         }
         let stream = match NtfyClient::new(&server) {
-            Ok(c) => c.subscribe_stream(&[topic.as_str()], &since).await,
+            Ok(c) => c.subscribe_stream(&names, &since).await,
             Err(e) => Err(e),
         };
         match stream {
@@ -553,14 +625,13 @@ async fn ntfy_inbound(
                         continue;
                     }
                     since = Since::Id(m.id.clone());
-                    let Ok(bytes) = m.body() else { continue };
-                    // §6.4: bounded before anything else reads it.
-                    if bytes.len() > rdv_proto::consts::ENVELOPE_MAX_BYTES {
+                    // Only the topics asked for (a server may send others).
+                    if !topics.contains(&m.topic) {
                         continue;
                     }
-                    let input = Input::Envelope {
-                        carrier: carrier.clone(),
-                        bytes,
+                    let Ok(bytes) = m.body() else { continue };
+                    let Some(input) = listen.input(&carrier, &m.topic, bytes) else {
+                        continue;
                     };
                     if tx.send(input).await.is_err() {
                         return;
@@ -573,25 +644,30 @@ async fn ntfy_inbound(
     }
 }
 
-/// Receives envelopes on an MQTT topic (a blocking client, on its own
+/// Receives messages on MQTT topics (a blocking client, on its own
 /// thread), reconnecting after a failure until the listener stops.
-fn mqtt_inbound(url: &str, topic: &str, tx: &tokio::sync::mpsc::Sender<Input>) {
+fn mqtt_inbound(
+    url: &str,
+    topics: &[String],
+    listen: Listen,
+    tx: &tokio::sync::mpsc::Sender<Input>,
+) {
     use rdv_bridge_client::mqtt::{MqttSubscription, QoS, fresh_client_id};
-    let carrier = format!("mqtt:{url}/{topic}");
+    let carrier = format!("mqtt:{url}");
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
     while !tx.is_closed() {
-        match MqttSubscription::connect(url, &fresh_client_id("rdv"), &[topic], QoS::AtLeastOnce) {
+        match MqttSubscription::connect(url, &fresh_client_id("rdv"), &names, QoS::AtLeastOnce) {
             Ok(mut sub) => loop {
                 if tx.is_closed() {
                     return;
                 }
                 match sub.recv_timeout(Duration::from_secs(1)) {
                     Ok(Some(p)) => {
-                        if p.payload.len() > rdv_proto::consts::ENVELOPE_MAX_BYTES {
+                        if !topics.contains(&p.topic) {
                             continue;
                         }
-                        let input = Input::Envelope {
-                            carrier: carrier.clone(),
-                            bytes: p.payload,
+                        let Some(input) = listen.input(&carrier, &p.topic, p.payload) else {
+                            continue;
                         };
                         if tx.blocking_send(input).is_err() {
                             return;

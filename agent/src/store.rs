@@ -42,11 +42,30 @@ const MAX_CONNECTIONS: u32 = 4;
 #[derive(Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// One connection whose commits are not fsynced, for the outcomes of
+    /// deliveries alone ([`Store::begin_outcome`]); opened on first use.
+    relaxed: SqlitePool,
     /// Serializes this process's writers here, so they queue instead of
     /// spinning in SQLite's busy handler against each other.
     writer: Mutex<()>,
     inbox_keep: u32,
     path: PathBuf,
+}
+
+/// What [`Store::summary`] counts: a table's records, or those whose
+/// top-level `field` holds the JSON value given.
+#[derive(Debug, Clone)]
+pub struct Count<'a> {
+    pub table: Table,
+    pub filter: Option<(&'a str, Value)>,
+}
+
+/// What [`Store::summary`] read: the loaded tables' records, then the
+/// counts in the order asked.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub records: Vec<Record>,
+    pub counts: Vec<u64>,
 }
 
 /// One input's transaction. Dropped without [`Txn::commit`], it rolls back:
@@ -78,6 +97,10 @@ impl Store {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
+        let relaxed = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_lazy_with(opts.clone().synchronous(SqliteSynchronous::Normal));
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(Duration::from_secs(30))
@@ -100,6 +123,7 @@ impl Store {
         }
         Ok(Store {
             pool,
+            relaxed,
             writer: Mutex::new(()),
             inbox_keep: inbox_keep.max(1),
             path: path.to_owned(),
@@ -113,6 +137,26 @@ impl Store {
         let writer = self.writer.lock().await;
         let tx = self
             .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| db_err(&self.path, e))?;
+        Ok(Txn {
+            tx,
+            store: self,
+            _writer: writer,
+        })
+    }
+
+    /// [`Store::begin`] for the outcome of a delivery (what relays or a
+    /// carrier said, §6.2): its commit is not fsynced (`synchronous=NORMAL`
+    /// under WAL). A process crash loses nothing of it; a power loss may
+    /// lose it, which only sends the delivery again (its seq and outbox
+    /// entry committed durably before it first left, §7; the peer drops the
+    /// copy). The next durable commit makes it durable too (one WAL).
+    pub async fn begin_outcome(&self) -> Result<Txn<'_>> {
+        let writer = self.writer.lock().await;
+        let tx = self
+            .relaxed
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(|e| db_err(&self.path, e))?;
@@ -151,6 +195,53 @@ impl Store {
         rows.iter().map(|r| self.inbox_row(r)).collect()
     }
 
+    /// One snapshot read for a summary (`rdv status`), without loading the
+    /// state: the records of the `load` tables, and one count per
+    /// [`Count`]. A listener's writes go on beside it (WAL), and its cost
+    /// does not grow with the tables it only counts.
+    pub async fn summary(&self, load: &[Table], counts: &[Count<'_>]) -> Result<Summary> {
+        let mut tx = self.pool.begin().await.map_err(|e| db_err(&self.path, e))?;
+        let mut records = Vec::new();
+        for t in load {
+            let rows =
+                sqlx::query("SELECT tbl, key, value FROM records WHERE tbl = ?1 ORDER BY key")
+                    .bind(t.as_str())
+                    .fetch_all(&mut *tx)
+                    .await
+                    .map_err(|e| db_err(&self.path, e))?;
+            for r in &rows {
+                records.push(read_record(&self.path, r)?);
+            }
+        }
+        let mut n = Vec::with_capacity(counts.len());
+        for c in counts {
+            let q = match &c.filter {
+                None => sqlx::query_scalar("SELECT count(*) FROM records WHERE tbl = ?1")
+                    .bind(c.table.as_str()),
+                Some((field, equals)) => {
+                    let json = serde_json::to_string(equals)
+                        .map_err(|e| Error::Store(format!("a count's value: {e}")))?;
+                    // Value and JSON type, both read by SQLite's JSON: the
+                    // stored false is counted, a stored 0 is not.
+                    sqlx::query_scalar(
+                        "SELECT count(*) FROM records WHERE tbl = ?1 \
+                         AND json_extract(value, ?2) = json_extract(?3, '$') \
+                         AND json_type(value, ?2) = json_type(?3, '$')",
+                    )
+                    .bind(c.table.as_str())
+                    .bind(format!("$.\"{field}\""))
+                    .bind(json)
+                }
+            };
+            let count: i64 = q
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| db_err(&self.path, e))?;
+            n.push(u64::try_from(count).unwrap_or(0));
+        }
+        Ok(Summary { records, counts: n })
+    }
+
     /// The generation last committed, by any process.
     pub async fn generation(&self) -> Result<u64> {
         let row = sqlx::query("SELECT value FROM meta WHERE key = 'generation'")
@@ -167,6 +258,7 @@ impl Store {
     /// Closes every connection, waiting for them (and the WAL checkpoint on
     /// the last one) to finish.
     pub async fn close(self) {
+        self.relaxed.close().await;
         self.pool.close().await;
     }
 
@@ -308,20 +400,24 @@ impl Txn<'_> {
     }
 
     fn record(&self, r: &SqliteRow) -> Result<Record> {
-        let tbl: String = r.try_get(0).map_err(|e| self.err(e))?;
-        let key: String = r.try_get(1).map_err(|e| self.err(e))?;
-        let value: String = r.try_get(2).map_err(|e| self.err(e))?;
-        let path = self.store.path.display();
-        let table = Table::parse(&tbl).ok_or_else(|| {
-            Error::Store(format!(
-                "{path}: has records of table {tbl:?}, unknown to this version of rdv \
-                 (written by a newer one?); upgrade rdv to use this home"
-            ))
-        })?;
-        let value = Value::from_str(&value)
-            .map_err(|e| Error::Store(format!("{path}: record {tbl}/{key} is not JSON: {e}")))?;
-        Ok(Record { table, key, value })
+        read_record(&self.store.path, r)
     }
+}
+
+fn read_record(path: &Path, r: &SqliteRow) -> Result<Record> {
+    let tbl: String = r.try_get(0).map_err(|e| db_err(path, e))?;
+    let key: String = r.try_get(1).map_err(|e| db_err(path, e))?;
+    let value: String = r.try_get(2).map_err(|e| db_err(path, e))?;
+    let path = path.display();
+    let table = Table::parse(&tbl).ok_or_else(|| {
+        Error::Store(format!(
+            "{path}: has records of table {tbl:?}, unknown to this version of rdv \
+             (written by a newer one?); upgrade rdv to use this home"
+        ))
+    })?;
+    let value = Value::from_str(&value)
+        .map_err(|e| Error::Store(format!("{path}: record {tbl}/{key} is not JSON: {e}")))?;
+    Ok(Record { table, key, value })
 }
 
 /// Creates the file with mode 600 if it does not exist, else tightens its

@@ -10,8 +10,7 @@ use std::path::Path;
 use clap::Args;
 use rdv_agent_core::Command;
 use rdv_agent_core::peer_text::terminal_safe;
-use rdv_agent_core::record::Table;
-use rdv_agent_core::state::{Binding, ContactStatus, State};
+use rdv_agent_core::state::{Binding, ContactStatus};
 use rdv_proto::doc::card::Card;
 use rdv_proto::{Address, AgentId};
 use serde::Serialize;
@@ -39,7 +38,8 @@ pub const LOOKUP_BATCH: usize = 1000;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Suggestions are on by default (SPEC §4.5). `rdv suggest --off` switches them \
-off for this agent, `rdv suggest --on` back on; `rdv suggest` alone shows the setting.
+off for this agent, `rdv suggest --on` back on; `rdv suggest` alone shows the setting \
+and the directories asked (`rdv directory add|remove|list` changes them).
 
 A vCard file (.vcf) gives its EMAIL and TEL properties with FN (or N) as the \
 name; a CSV file needs a header row: columns whose header contains \"mail\" are \
@@ -567,50 +567,22 @@ pub async fn suggest(
     Ok(report)
 }
 
-/// Switches suggestions on or off (§4.5); returns the previous setting. The
-/// profile is changed in one store transaction, as the core's commands are;
-/// the card does not carry this switch, so nothing is re-signed or sent.
+/// Switches suggestions on or off (§4.5) through the core, as every owner
+/// decision is; returns the previous setting. The card does not carry this
+/// switch, so nothing is re-signed or sent.
 pub async fn set_suggest(rt: &mut Runtime, on: bool) -> Result<bool> {
-    let was = {
-        let mut tx = rt.store().begin().await?;
-        let recs = tx.load_table(Table::Profile).await?;
-        let mut state = State::load(&recs)?;
-        let p = state
-            .profile
-            .as_mut()
-            .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
-        let was = p.suggest;
-        if was != on {
-            p.suggest = on;
-            state.touch(Table::Profile, "profile");
-            tx.write(&state.take_writes()?).await?;
-            tx.commit().await?;
-        }
-        was
-    };
-    rt.refresh().await?;
-    Ok(was)
+    let v = rt.command(Command::SetSuggest { on }).await?;
+    Ok(v["was"].as_bool().unwrap_or(on))
 }
 
 /// `rdv suggest`: switch, show, or run over a contacts file.
 pub async fn run(a: SuggestArgs, g: &Global) -> Result<()> {
     let home = Home::resolve(g.home.clone(), g.profile.as_deref())?;
     let mut rt = Runtime::open(home, Options::default()).await?;
-    let print = |v: &serde_json::Value| -> Result<()> {
-        if g.json {
-            terminal::write_line(&mut std::io::stdout().lock(), v)
-        } else {
-            if let Some(m) = v.as_object() {
-                for (k, x) in m {
-                    println!("{k}: {}", terminal::printable(&x.to_string()));
-                }
-            }
-            Ok(())
-        }
-    };
+    let print = |v: &serde_json::Value| crate::directory_cmd::print_value(v, g.json);
     if a.on || a.off {
-        set_suggest(&mut rt, a.on).await?;
-        return print(&json!({ "suggest": a.on }));
+        let was = set_suggest(&mut rt, a.on).await?;
+        return print(&json!({ "suggest": a.on, "was": was }));
     }
     let profile = rt.agent().state.profile()?.clone();
     let Some(file) = a.contacts else {
@@ -629,11 +601,7 @@ pub async fn run(a: SuggestArgs, g: &Global) -> Result<()> {
         a.directories
     };
     if directories.is_empty() {
-        return Err(Error::Input(
-            "no directory is configured (rdv init --directory URL); or name one with \
-             --directory URL"
-                .into(),
-        ));
+        return Err(crate::directory_cmd::no_directory());
     }
     let bytes = crate::agent_cli::read_input(&file, FILE_MAX_BYTES).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidData {

@@ -5,37 +5,20 @@
 //! the files are private. Full-cost scrypt runs four times here.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::Out;
 use serde_json::Value;
 
 const PASS: &str = "correct horse battery staple";
 
-struct Out {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
 fn rdv(home: &Path, args: &[&str]) -> Out {
-    let o = Command::new(env!("CARGO_BIN_EXE_rdv"))
-        .arg("--home")
-        .arg(home)
-        .arg("--json")
-        .args(args)
-        .env_remove("RDV_HOME")
-        .env_remove("RDV_PROFILE")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let out = Out {
-        ok: o.status.success(),
-        stdout: String::from_utf8_lossy(&o.stdout).into(),
-        stderr: String::from_utf8_lossy(&o.stderr).into(),
-    };
+    let out = common::rdv(home, args);
     assert!(
         !out.stdout.contains(PASS) && !out.stderr.contains(PASS),
         "the passphrase is never printed"

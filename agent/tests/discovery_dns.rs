@@ -6,9 +6,10 @@
 //! points each `rdv` at the responder.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -110,31 +111,18 @@ impl World {
 
     /// `rdv --home HOME ARGS…` with the test resolver; (exit code, stdout, stderr).
     async fn rdv(&self, home: &str, args: &[&str]) -> (i32, String, String) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdv"));
-        cmd.arg("--home")
-            .arg(self.home(home))
-            .args(args)
-            .env("RDV_DNS_SERVER", self.dns.to_string())
-            .env_remove("RDV_HOME")
-            .env_remove("RDV_PROFILE");
-        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into(),
-            String::from_utf8_lossy(&o.stderr).into(),
-        )
+        common::rdv_async(&self.home(home), &self.dns.to_string(), args).await
     }
 
     /// A new agent on the test relay; its ID.
     async fn init(&self, home: &str, extra: &[&str]) -> AgentId {
-        let mut args = vec!["--json", "init", "--allow-ws", "--relay", &self.relay_url];
-        args.extend_from_slice(extra);
-        let (code, out, err) = self.rdv(home, &args).await;
-        assert_eq!(code, 0, "init {home}: {err}");
-        let v: Value = serde_json::from_str(&out).unwrap();
-        AgentId::parse(v["id"].as_str().unwrap()).unwrap()
+        common::init_on(
+            &self.home(home),
+            &self.dns.to_string(),
+            &self.relay_url,
+            extra,
+        )
+        .await
     }
 
     fn set_txt(&self, name: &str, records: Vec<Vec<Vec<u8>>>) {
@@ -251,15 +239,13 @@ async fn a_txt_record_finds_the_domains_agents() {
     );
     // DNS off: nothing asked.
     w.set_txt("_agent.bob.test", vec![record_for(&bob)]);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdv"));
-    cmd.arg("--home")
-        .arg(w.home("frank"))
-        .args(["--json", "discover", "info@bob.test"])
-        .env("RDV_DNS_SERVER", "off");
-    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (_, out, _) = common::rdv_async(
+        &w.home("frank"),
+        "off",
+        &["--json", "discover", "info@bob.test"],
+    )
+    .await;
+    let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["found"], Value::Array(vec![]), "{v}");
     eprintln!("a_txt_record_finds_the_domains_agents: {:?}", t0.elapsed());
 }
@@ -392,18 +378,17 @@ async fn a_silent_dns_server_is_reported_and_bounded() {
     w.init("alice", &[]).await;
     // Bound, never read: queries go unanswered.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdv"));
-    cmd.arg("--home")
-        .arg(w.home("alice"))
-        .args(["--json", "discover", "a@silent.test"])
-        .env("RDV_DNS_SERVER", silent.local_addr().unwrap().to_string());
+    let dns = silent.local_addr().unwrap().to_string();
     let t0 = Instant::now();
-    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
+    let (code, out, err) = common::rdv_async(
+        &w.home("alice"),
+        &dns,
+        &["--json", "discover", "a@silent.test"],
+    )
+    .await;
     let took = t0.elapsed();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
     let errors = v["errors"].as_array().unwrap();
     assert!(
         errors.len() == 1
@@ -418,4 +403,34 @@ async fn a_silent_dns_server_is_reported_and_bounded() {
         "{took:?}"
     );
     drop(silent);
+}
+
+/// A card first found as a claim (its public pointer) and found again once
+/// the domain's TXT record names its key: the kept card's binding is
+/// upgraded to dns (the core's KeepCard, fed by discovery), and a later
+/// claim-only find does not take it back (SPEC §4.4 bindings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_dns_find_upgrades_the_kept_binding_and_a_claim_does_not_undo_it() {
+    let w = World::new().await;
+    let bob = w
+        .init("bob", &["--address", "bob@bob.test", "--public-pointer"])
+        .await;
+    w.init("alice", &[]).await;
+    let (found, _) = w.discover("alice", "bob@bob.test").await;
+    assert_eq!(found[0].1, "claimed");
+    assert_eq!(w.kept("alice").await.get(&bob), Some(&Binding::Claimed));
+
+    w.set_txt("_agent.bob.test", vec![record_for(&bob)]);
+    let (found, _) = w.discover("alice", "bob@bob.test").await;
+    assert_eq!(found[0].1, "dns");
+    assert_eq!(
+        w.kept("alice").await.get(&bob),
+        Some(&Binding::Dns),
+        "the same card found by DNS left the kept binding as it was"
+    );
+
+    w.set_txt("_agent.bob.test", vec![]);
+    let (found, _) = w.discover("alice", "bob@bob.test").await;
+    assert_eq!(found[0].1, "claimed");
+    assert_eq!(w.kept("alice").await.get(&bob), Some(&Binding::Dns));
 }

@@ -603,3 +603,92 @@ fn home_resolution_order() {
         Err(Error::Home(_))
     ));
 }
+
+/// `rdv status` reads the profile and relay health and counts the rest in
+/// one snapshot, by a top-level field's JSON value where asked.
+#[tokio::test]
+async fn a_summary_loads_some_tables_and_counts_others_by_field() {
+    use rdv_agent::store::Count;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&db(&dir)).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    tx.write(&[
+        put(Table::Profile, "me", json!({"name": "Ann"})),
+        put(Table::RelayHealth, "wss://r", json!({"failures": 1})),
+        put(Table::Contact, "a", json!({"status": "active"})),
+        put(Table::Contact, "b", json!({"status": "revoked"})),
+        put(Table::Contact, "c", json!({"status": "active"})),
+        put(Table::Outgoing, "o1", json!({"closed": false})),
+        put(Table::Outgoing, "o2", json!({"closed": true})),
+        put(Table::Outgoing, "o3", json!({"closed": 0})),
+        put(Table::Delivery, "d1", json!({})),
+    ])
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let s = store
+        .summary(
+            &[Table::Profile, Table::RelayHealth],
+            &[
+                Count {
+                    table: Table::Contact,
+                    filter: Some(("status", json!("active"))),
+                },
+                Count {
+                    table: Table::Outgoing,
+                    filter: Some(("closed", json!(false))),
+                },
+                Count {
+                    table: Table::Delivery,
+                    filter: None,
+                },
+                Count {
+                    table: Table::Pending,
+                    filter: None,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        s.records,
+        vec![
+            rec(Table::Profile, "me", json!({"name": "Ann"})),
+            rec(Table::RelayHealth, "wss://r", json!({"failures": 1})),
+        ]
+    );
+    // `false` counts the stored false, not a stored 0.
+    assert_eq!(s.counts, vec![2, 1, 1, 0]);
+}
+
+/// An outcome's transaction (no fsync) is a transaction like any other:
+/// serialized with the others, bumping the generation, seen on reopen.
+#[tokio::test]
+async fn an_outcome_commit_is_kept_and_ordered_with_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&db(&dir)).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    tx.write(&[put(Table::Delivery, "d1", json!({"n": 1}))])
+        .await
+        .unwrap();
+    assert_eq!(tx.commit().await.unwrap(), 1);
+    let mut tx = store.begin_outcome().await.unwrap();
+    assert_eq!(tx.generation().await.unwrap(), 1);
+    tx.write(&[
+        del(Table::Delivery, "d1"),
+        put(Table::RelayHealth, "r", json!(1)),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(tx.commit().await.unwrap(), 2);
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.generation().await.unwrap(), 2);
+    drop(tx);
+    store.close().await;
+    let store = Store::open(&db(&dir)).await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(
+        tx.load_all().await.unwrap(),
+        vec![rec(Table::RelayHealth, "r", json!(1))]
+    );
+}

@@ -4,6 +4,8 @@
 //! Nostr relay in this process that counts every event written to it.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, Read, Write};
 use std::net::SocketAddr;
@@ -143,39 +145,14 @@ impl World {
     }
 
     async fn rdv(&self, home: &str, args: &[&str]) -> (i32, String, String) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdv"));
-        cmd.arg("--home")
-            .arg(self.home(home))
-            .args(args)
-            .env("RDV_DNS_SERVER", "off")
-            .env_remove("RDV_HOME")
-            .env_remove("RDV_PROFILE");
-        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stdout).into(),
-            String::from_utf8_lossy(&o.stderr).into(),
-        )
+        common::rdv_async(&self.home(home), "off", args).await
     }
 
     /// A new agent on the test relay, with the test directory configured.
     async fn init(&self, home: &str, extra: &[&str]) -> AgentId {
-        let mut args = vec![
-            "--json",
-            "init",
-            "--allow-ws",
-            "--relay",
-            &self.relay_url,
-            "--directory",
-            &self.directory.url,
-        ];
+        let mut args = vec!["--directory", self.directory.url.as_str()];
         args.extend_from_slice(extra);
-        let (code, out, err) = self.rdv(home, &args).await;
-        assert_eq!(code, 0, "init {home}: {err}");
-        let v: Value = serde_json::from_str(&out).unwrap();
-        AgentId::parse(v["id"].as_str().unwrap()).unwrap()
+        common::init_on(&self.home(home), "off", &self.relay_url, &args).await
     }
 
     async fn state(&self, home: &str) -> (HashMap<AgentId, Binding>, usize) {

@@ -6,10 +6,7 @@
 
 use std::net::SocketAddr;
 
-use anyhow::Context;
 use clap::Parser;
-use nostr_relay_builder::builder::RateLimit;
-use nostr_relay_builder::{LocalRelay, RelayBuilder};
 
 /// A Nostr relay in memory, for local use and tests.
 #[derive(Debug, Parser)]
@@ -23,31 +20,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    // The builder binds the port itself and cannot report one it chose, so
-    // a free port is found first (released just before the relay binds it).
-    let port = if args.listen.port() == 0 {
-        std::net::TcpListener::bind(args.listen)
-            .with_context(|| format!("binding {}", args.listen))?
-            .local_addr()?
-            .port()
-    } else {
-        args.listen.port()
-    };
-    // No per-connection rate limit (the builder's default is 60 events a
-    // minute): a local agent sending a card to many contacts would be cooled
-    // down (§6.2) for nothing.
-    let builder = RelayBuilder::default()
-        .addr(args.listen.ip())
-        .port(port)
-        .rate_limit(RateLimit {
-            max_reqs: 500,
-            notes_per_minute: u32::MAX,
-        });
-    let relay = LocalRelay::new(builder);
-    relay
-        .run()
-        .await
-        .with_context(|| format!("starting the relay on {}:{port}", args.listen.ip()))?;
+    let relay = rdv_dev_relay::start(args.listen).await?;
     println!(
         "{}",
         serde_json::json!({ "url": relay.url().await.to_string() })

@@ -190,6 +190,29 @@ pub fn rotate_at(
     Ok(())
 }
 
+/// The ring a server starts with. A newcomer's first `serve` on an empty
+/// data directory gets a fresh key at the default path (returned, to be
+/// logged with its id); a key file the operator named (`--key-file`,
+/// `key_file`) must exist, since creating one there would hide a typo.
+pub fn load_or_create(
+    path: &Path,
+    named: bool,
+    now: OffsetDateTime,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<(KeyRing, Option<String>)> {
+    if named || path.exists() {
+        return Ok((KeyRing::load(path)?, None));
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = keygen(now, rng);
+    write(path, &file)?;
+    let ring = KeyRing::from_file(&file, &path.display().to_string())?;
+    let id = ring.all().first().map(|k| k.id.clone());
+    Ok((ring, id))
+}
+
 /// Writes a key file readable by its owner only.
 pub fn write(path: &Path, file: &KeyFile) -> Result<()> {
     let text = serde_json::to_string_pretty(file).map_err(|e| Error::Config(e.to_string()))?;

@@ -63,17 +63,7 @@ enum Cmd {
 }
 
 fn grace_secs(s: &str) -> anyhow::Result<i64> {
-    let cut = s.char_indices().last().map_or(0, |(i, _)| i);
-    let (n, unit) = s.split_at(cut);
-    let n: u32 = n.parse().context("durations are <n><s|m|h|d>, e.g. 14d")?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => bail!("durations are <n><s|m|h|d>, e.g. 14d"),
-    };
-    Ok(i64::from(n) * mult)
+    rdv_proto::time::parse_duration(s).context("durations are <n><s|m|h|d>, e.g. 14d")
 }
 
 fn main() -> anyhow::Result<()> {

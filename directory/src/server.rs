@@ -107,14 +107,27 @@ fn reload_on_sighup(state: AppState) {
     }
 }
 
-/// `rdv-directory serve`: run until a signal, then drain and exit.
-pub async fn serve(mut cfg: Config, clock: Arc<dyn Clock>) -> Result<()> {
+/// Everything `serve` starts from the config alone (the key file loaded,
+/// or created on a first start, and the store), running: for `serve` and
+/// for the suite (`rdv-suite`).
+pub async fn open(mut cfg: Config, clock: Arc<dyn Clock>) -> Result<(Running, Store)> {
     std::fs::create_dir_all(&cfg.data_dir)?;
+    let named = cfg.key_file.is_some();
     // The file the keys came from is the one reloaded.
     cfg.key_file = Some(cfg.key_path());
-    let keys = KeyRing::load(&cfg.key_path())?;
+    let (keys, created) =
+        crate::keys::load_or_create(&cfg.key_path(), named, clock.now(), &mut rand_core::OsRng)?;
+    if let Some(id) = created {
+        tracing::info!(key_id = %id, path = %cfg.key_path().display(), "no key file: created one with a fresh OPRF key");
+    }
     let store = Store::connect(&cfg.database_url(), cfg.max_db_connections).await?;
     let running = start(cfg, keys, store.clone(), clock).await?;
+    Ok((running, store))
+}
+
+/// `rdv-directory serve`: run until a signal, then drain and exit.
+pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<()> {
+    let (running, store) = open(cfg, clock).await?;
     #[cfg(unix)]
     reload_on_sighup(running.state.clone());
     // The bound address goes to stdout so scripts can read it (port 0).

@@ -9,6 +9,7 @@
 //! itself with `mail-auth` over a hickory resolver; a DNS failure or the
 //! overall timeout is a temperror, which never earns a pass.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use mail_auth::{
     AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, SpfOutput, SpfResult,
 };
 use mail_parser::MessageParser;
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
@@ -35,14 +37,92 @@ pub struct SmtpSession {
     pub mail_from: String,
 }
 
-/// The authentication mode of a deployment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+/// The authentication mode of a deployment (`auth`). Verify is the
+/// default: with nothing configured the gateway checks mail itself over
+/// the system's resolver. Trusted mode is chosen explicitly, with the
+/// authserv-ids of the MTA it trusts: `[auth.trusted] authserv_ids = […]`.
+/// Verify is `auth = "verify"` or an empty `[auth.verify]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
 pub enum AuthMode {
     /// Trust Authentication-Results from these authserv-ids only.
     Trusted { authserv_ids: Vec<String> },
     /// Verify with DNS.
+    #[default]
     Verify,
+}
+
+/// `[auth.trusted]`: its one key.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrustedTable {
+    authserv_ids: Vec<String>,
+}
+
+/// `[auth.verify]` has no keys of its own: the resolver settings
+/// (`nameservers`, the DNS timeouts) are top-level keys.
+impl<'de> Deserialize<'de> for AuthMode {
+    /// Strict by hand: a derived enum would take the first key of a table
+    /// holding both `trusted` and `verify` and drop the rest unread.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = AuthMode;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "\"verify\", a [auth.trusted] table with authserv_ids, or [auth.verify]",
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AuthMode, E> {
+                match v {
+                    "verify" => Ok(AuthMode::Verify),
+                    "trusted" => Err(E::custom(
+                        "trusted mode needs its authserv-ids: [auth.trusted] authserv_ids = [\"mx.example.org\"]",
+                    )),
+                    other => Err(E::unknown_variant(other, &["verify", "trusted"])),
+                }
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<AuthMode, A::Error> {
+                use serde::de::Error as _;
+                let mut mode = None;
+                while let Some(key) = m.next_key::<String>()? {
+                    let this = match key.as_str() {
+                        "trusted" => AuthMode::Trusted {
+                            authserv_ids: m.next_value::<TrustedTable>()?.authserv_ids,
+                        },
+                        "verify" => {
+                            let keys = m.next_value::<BTreeMap<String, IgnoredAny>>()?;
+                            if let Some(k) = keys.keys().next() {
+                                return Err(A::Error::custom(format!(
+                                    "unknown key `{k}` in [auth.verify]: verify mode has no keys of \
+                                     its own (nameservers, dns_query_timeout_secs, \
+                                     dns_total_timeout_secs and trusted_received_by are top-level keys)"
+                                )));
+                            }
+                            AuthMode::Verify
+                        }
+                        other => {
+                            return Err(A::Error::unknown_field(other, &["trusted", "verify"]));
+                        }
+                    };
+                    if mode.is_some() {
+                        return Err(A::Error::custom(
+                            "choose one of [auth.trusted] and [auth.verify], not both",
+                        ));
+                    }
+                    mode = Some(this);
+                }
+                mode.ok_or_else(|| A::Error::custom("[auth] is empty: choose trusted or verify"))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Trusted mode: the verdicts of the topmost Authentication-Results whose

@@ -54,7 +54,12 @@ pub struct Config {
     pub address_key_file: Option<PathBuf>,
     /// What the SMTP listener answers to a gate refusal (§5.2.1 "Silence").
     pub smtp_refusals: SmtpRefusals,
-    /// Trusted (Authentication-Results from these authserv-ids) or verify.
+    /// What the SMTP listener answers at `RCPT TO` for a mailbox with no
+    /// registered agent (§5.2.1 "Silence", §9): by default the same as
+    /// for a registered one (accepted, then dropped and counted).
+    pub smtp_unknown_recipients: UnknownRecipients,
+    /// Verify (the default: DKIM, SPF and DMARC checked here over DNS) or
+    /// trusted (Authentication-Results from these authserv-ids only).
     pub auth: AuthMode,
     /// Verify mode, mail pushed over HTTP: the integrator's MTA host
     /// names whose topmost `Received:` gives SPF its session (RFC 5321
@@ -66,6 +71,11 @@ pub struct Config {
     pub dns_total_timeout_secs: u64,
     /// Largest raw message, bytes, refused before parsing.
     pub max_mail_bytes: usize,
+    /// Local testing only: admit `ws://` relay URLs in the cards that
+    /// probes, SYN-ACKs and sends carry (§4.3 asks for `wss://`), so a
+    /// test can point an agent at a relay on 127.0.0.1. Off by default;
+    /// never turn it on in a deployment.
+    pub dev_allow_ws_relays: bool,
     /// Largest JSON request body, bytes.
     pub max_body_bytes: usize,
     pub request_timeout_secs: u64,
@@ -107,6 +117,22 @@ pub enum SmtpRefusals {
     Reject,
 }
 
+/// The SMTP listener's answer to a recipient with no agent
+/// (`smtp_unknown_recipients`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UnknownRecipients {
+    /// `250` at RCPT and after DATA, and the message is dropped (counted in
+    /// `rdv_gateway_smtp_discarded_total{refusal="not_for_mailbox"}`): a
+    /// `550 5.1.1` would become a bounce telling any sender whether an
+    /// address has an agent.
+    #[default]
+    Accept,
+    /// `550 5.1.1 No such mailbox here` at RCPT, for operators who accept
+    /// that difference (an MTA that must not queue mail for nobody).
+    Reject,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -126,14 +152,14 @@ impl Default for Config {
             previous_retired_at: None,
             address_key_file: None,
             smtp_refusals: SmtpRefusals::Discard,
-            auth: AuthMode::Trusted {
-                authserv_ids: Vec::new(),
-            },
+            smtp_unknown_recipients: UnknownRecipients::Accept,
+            auth: AuthMode::Verify,
             trusted_received_by: Vec::new(),
             nameservers: Vec::new(),
             dns_query_timeout_secs: 5,
             dns_total_timeout_secs: 20,
             max_mail_bytes: rdv_proto::consts::MAIL_MAX_BYTES,
+            dev_allow_ws_relays: false,
             max_body_bytes: 64 * 1024,
             request_timeout_secs: 30,
             cors_origins: vec!["*".into()],
@@ -174,6 +200,23 @@ impl Config {
 
     pub fn check(&self) -> Result<(), Error> {
         let bad = |s: &str| Err(Error::Config(s.into()));
+        if let AuthMode::Trusted { authserv_ids } = &self.auth {
+            if authserv_ids.is_empty() {
+                return bad(
+                    "auth.trusted.authserv_ids is empty: in trusted mode no message could ever \
+                     pass the gate's authentication; name your MTA's authserv-id, or use verify \
+                     mode (auth = \"verify\")",
+                );
+            }
+            if authserv_ids.iter().any(|h| {
+                h.is_empty()
+                    || !h
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+            }) {
+                return bad("auth.trusted.authserv_ids must name hosts (authserv-ids)");
+            }
+        }
         if self.max_mail_bytes == 0 || self.max_body_bytes == 0 {
             return bad("max_mail_bytes and max_body_bytes must be at least 1");
         }

@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 use crate::error::Error;
 
 /// HKDF info prefix of K_agent.
-const K_AGENT_INFO: &[u8] = b"rdv1/gw/cookie-key:";
+const K_AGENT_INFO: &[u8] = rdv_proto::consts::GW_COOKIE_KEY_INFO;
 /// Truncated MAC length, bytes.
 const COOKIE_MAC_LEN: usize = 16;
 /// Seconds in a date bucket.

@@ -11,7 +11,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use rdv_proto::consts::{BLOCK_BEGIN, BLOCK_END, PROBE_LIFETIME_SECS};
 use rdv_proto::mailblock::{
     self, BlockPayload, MailParams, ProbeEcho, TransferEncoding, probe_ack_payload, probe_payload,
@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 
 use crate::address_key::{AddressKey, OptOutId};
 use crate::clock::Entropy;
+use crate::delivery::Delivery;
 use crate::extract::{Signed, SignedAgent};
 use crate::gate::Admitted;
-use crate::http::{ApiRefusal, AppState, Delivery, email};
+use crate::http::{ApiRefusal, AppState, email};
 use crate::mailer::OutboundMessage;
 use crate::store::{
     InviteRules, NewProbe, NewSend, Released, SendLimit, SendRules, StoreError, StoredProbe,
@@ -41,6 +42,11 @@ pub const OPTOUT_LOCAL: &str = "optout";
 pub const TAG_LEN: usize = 10;
 /// The longest owner's note in an invite, characters.
 pub const NOTE_MAX_CHARS: usize = 2000;
+/// The longest invite source ("where I got your address", §5.2.2), characters.
+pub const SOURCE_MAX_CHARS: usize = 200;
+/// The path of the explainer page the gateway serves (§5.2.2 "a short
+/// explainer link").
+pub const EXPLAINER_PATH: &str = "/v1/about";
 
 /// `[flows]` settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -52,8 +58,12 @@ pub struct FlowConfig {
     /// The local part before `+<tag>`.
     pub address_local: String,
     /// The public base URL (`https://gw.example`) of the one-click opt-out
-    /// link; unset: only the mailto opt-out.
+    /// link and of the explainer page; unset: only the mailto opt-out.
     pub public_url: Option<String>,
+    /// The explainer link every invite carries (§5.2.2), for operators who
+    /// host their own page; default `<public_url>/v1/about`, the page this
+    /// gateway serves. With neither set, invites are refused.
+    pub explainer_url: Option<String>,
     /// One probe per (caller, address) per this many days (§5.2.1).
     pub probe_interval_days: i64,
     /// Sends of every kind per caller per day.
@@ -72,6 +82,7 @@ impl Default for FlowConfig {
             mail_domain: None,
             address_local: "rdv".into(),
             public_url: None,
+            explainer_url: None,
             probe_interval_days: 30,
             sends_per_day: 50,
             invite_pending_days: 30,
@@ -114,6 +125,12 @@ impl FlowConfig {
         {
             return bad("public_url must be http(s)://host[/path] without a trailing slash");
         }
+        if let Some(u) = &self.explainer_url
+            && (!(u.starts_with("https://") || u.starts_with("http://"))
+                || !u.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return bad("explainer_url must be an http(s):// URL");
+        }
         if self.probe_interval_days < 1
             || self.invite_pending_days < 1
             || self.invite_cooldown_days < 0
@@ -136,6 +153,16 @@ impl FlowConfig {
         self.mail_domain
             .as_ref()
             .map(|d| format!("{OPTOUT_LOCAL}+{token}@{d}"))
+    }
+
+    /// The explainer link of an invite: `explainer_url`, else this
+    /// gateway's own page under `public_url`.
+    pub fn explainer_link(&self) -> Option<String> {
+        self.explainer_url.clone().or_else(|| {
+            self.public_url
+                .as_ref()
+                .map(|u| format!("{u}{EXPLAINER_PATH}"))
+        })
     }
 
     fn optout_url(&self, token: &str) -> Option<String> {
@@ -609,7 +636,8 @@ pub async fn send_probe(
     let now = s.now();
     let payload = probe_payload(&b.request);
     let BlockPayload::Probe(p) =
-        mailblock::parse_payload(&payload, now, false).map_err(bad_document)?
+        mailblock::parse_payload(&payload, now, s.inner.cfg.dev_allow_ws_relays)
+            .map_err(bad_document)?
     else {
         return Err(bad_document("not a contact request"));
     };
@@ -718,7 +746,8 @@ pub async fn send_syn_ack(
     let cookie = probe_cookie(&s, &probe)?;
     let payload = probe_ack_payload(&b.grant, &cookie);
     let BlockPayload::ProbeAck(a) =
-        mailblock::parse_payload(&payload, now, false).map_err(bad_document)?
+        mailblock::parse_payload(&payload, now, s.inner.cfg.dev_allow_ws_relays)
+            .map_err(bad_document)?
     else {
         return Err(bad_document("not a grant"));
     };
@@ -1007,25 +1036,39 @@ pub struct SendInviteBody {
     to: String,
     #[schema(value_type = Object)]
     invite: Value,
+    /// Where the owner got the address (§5.2.2): stated in every invite.
+    source: String,
     from_mailbox: Option<String>,
     note: Option<String>,
     /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
     from_name: Option<String>,
 }
 
-/// The invite's human part: the owner's note, the disclosure that the
-/// owner's assistant sent it (§5.2.2), and the opt-out.
-fn invite_intro(note: Option<&str>, optout_url: Option<&str>, mailto: &str) -> String {
+/// The invite's human part (§5.2.2): the owner's note, where the owner
+/// got the address (whatever the note says), the disclosure that the
+/// owner's assistant sent it, the explainer link and the opt-out.
+fn invite_intro(
+    note: Option<&str>,
+    source: &str,
+    explainer: &str,
+    optout_url: Option<&str>,
+    mailto: &str,
+) -> String {
     let mut t = String::new();
     if let Some(n) = note.map(str::trim).filter(|n| !n.is_empty()) {
         t.push_str(n);
         t.push_str("\n\n");
     }
+    t.push_str(&format!(
+        "Where I got your address: {}.\n\n",
+        source.trim().trim_end_matches('.')
+    ));
     t.push_str(
         "This invitation was sent by my AI assistant, on my behalf, using the Rendezvous \
          protocol. If you use an assistant that speaks it, it can pick this up; otherwise, \
          just reply to me.\n\n",
     );
+    t.push_str(&format!("What this is, in two minutes: {explainer}\n\n"));
     match optout_url {
         Some(u) => t.push_str(&format!(
             "To never receive probes or invitations through this gateway again: {u} \
@@ -1036,6 +1079,25 @@ fn invite_intro(note: Option<&str>, optout_url: Option<&str>, mailto: &str) -> S
         )),
     }
     t
+}
+
+/// Checks an invite's source: 1 to [`SOURCE_MAX_CHARS`] characters on one
+/// line, no block markers.
+fn check_source(source: &str) -> Result<(), ApiRefusal> {
+    let bad = |m: &str| refusal(StatusCode::BAD_REQUEST, "bad_source", m);
+    let s = source.trim();
+    if s.is_empty() || s.chars().count() > SOURCE_MAX_CHARS {
+        return Err(bad(
+            "source (where you got the address) must be 1 to 200 characters",
+        ));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(bad("source must be one line without control characters"));
+    }
+    if s.contains(BLOCK_BEGIN) || s.contains(BLOCK_END) || s.contains("RDV/1") {
+        return Err(bad("source must not contain block markers"));
+    }
+    Ok(())
 }
 
 fn check_note(note: &str) -> Result<(), ApiRefusal> {
@@ -1056,7 +1118,8 @@ fn check_note(note: &str) -> Result<(), ApiRefusal> {
 }
 
 /// Sends an invite (§5.2.2) from the caller's gateway address, with the
-/// owner's note and the RFC 8058 opt-out.
+/// owner's note, the source of the address, the explainer link and the
+/// RFC 8058 opt-out.
 #[utoipa::path(post, path = "/v1/send/invite", request_body = SendInviteBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
     responses((status = 202, body = Object), (status = 400, body = crate::http::ErrorBody),
@@ -1069,6 +1132,7 @@ pub async fn send_invite(
 ) -> Result<Response, ApiRefusal> {
     let name = display_name(b.from_name.as_deref())?;
     let to = email(&b.to)?;
+    check_source(&b.source)?;
     if let Some(n) = &b.note {
         check_note(n)?;
     }
@@ -1102,7 +1166,20 @@ pub async fn send_invite(
     let token = address_key(&s)?.optout_token(&to);
     let mailto = cfg.optout_mailto(&token).ok_or_else(no_gateway_address)?;
     let url = cfg.optout_url(&token);
-    let intro = invite_intro(b.note.as_deref(), url.as_deref(), &mailto);
+    let explainer = cfg.explainer_link().ok_or_else(|| {
+        refusal(
+            StatusCode::CONFLICT,
+            "no_explainer_link",
+            "this gateway has no public_url or explainer_url: an invite must carry an explainer link",
+        )
+    })?;
+    let intro = invite_intro(
+        b.note.as_deref(),
+        &b.source,
+        &explainer,
+        url.as_deref(),
+        &mailto,
+    );
     let (mut msg, message_id) = compose(
         &s,
         &b.invite,
@@ -1225,13 +1302,7 @@ pub async fn optout_page(
     optout_target(&s, &token)?;
     // The form posts to the page's own URL (whatever prefix a proxy adds);
     // nothing of the token or the address is echoed into the page.
-    let page = "<!doctype html><html><head><meta charset=\"utf-8\"><title>Opt out</title></head><body>\
-         <h1>Stop Rendezvous probes and invitations</h1>\
-         <p>Confirm, and this gateway will never again send probes or invitations to this address.</p>\
-         <form method=\"post\">\
-         <input type=\"hidden\" name=\"List-Unsubscribe\" value=\"One-Click\">\
-         <button type=\"submit\">Opt out</button></form></body></html>";
-    Ok(Html(page).into_response())
+    Ok(crate::pages::optout_form())
 }
 
 /// Records the opt-out (the confirm button, or an RFC 8058 one-click POST
@@ -1252,11 +1323,13 @@ pub async fn optout_confirm(
     Ok(if json {
         axum::Json(json!({"status": "opted_out"})).into_response()
     } else {
-        Html(
-            "<!doctype html><html><head><meta charset=\"utf-8\"><title>Opted out</title></head>\
-             <body><p>Done: this address will get no more probes or invitations from this \
-             gateway.</p></body></html>",
-        )
-        .into_response()
+        crate::pages::optout_done()
     })
+}
+
+/// The explainer page every invite links to (§5.2.2).
+#[utoipa::path(get, path = "/v1/about",
+    responses((status = 200, content_type = "text/html")))]
+pub async fn explainer() -> Response {
+    crate::pages::explainer()
 }

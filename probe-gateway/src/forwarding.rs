@@ -14,8 +14,9 @@ use rdv_proto::Address;
 use rdv_proto::time::Instant;
 use serde_json::json;
 
+use crate::delivery::Delivery;
 use crate::gate::{self, AuthBackend};
-use crate::http::{AppState, Delivery};
+use crate::http::AppState;
 use crate::limits::Rate;
 use crate::store::NewProbe;
 use crate::verdict::{AuthVerdicts, LimitScope, Refusal, Verdict};

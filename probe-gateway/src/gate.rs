@@ -94,6 +94,18 @@ impl Screened {
 /// Header screening and block verification (§5.2.1 gate steps 1–2 without
 /// the mail authentication). `now` is the gate's clock.
 pub fn screen(raw: &[u8], arrival: &Arrival<'_>, now: Instant) -> Result<Screened, Refusal> {
+    screen_with(raw, arrival, now, false)
+}
+
+/// [`screen`], admitting `ws://` relays in the block's cards when
+/// `allow_ws` (the `dev_allow_ws_relays` switch, local testing only; §4.3
+/// asks for `wss://`).
+pub fn screen_with(
+    raw: &[u8],
+    arrival: &Arrival<'_>,
+    now: Instant,
+    allow_ws: bool,
+) -> Result<Screened, Refusal> {
     if raw.len() > arrival.max_bytes {
         return Err(Refusal::TooLarge);
     }
@@ -113,7 +125,7 @@ pub fn screen(raw: &[u8], arrival: &Arrival<'_>, now: Instant) -> Result<Screene
         rdv_proto::Error::TooLarge { .. } => Refusal::TooLarge,
         e => Refusal::Block(e.to_string()),
     })?;
-    let payload = mailblock::parse_payload(&block, now, false).map_err(|e| match e {
+    let payload = mailblock::parse_payload(&block, now, allow_ws).map_err(|e| match e {
         rdv_proto::Error::Expired => Refusal::Expired,
         e => Refusal::Payload(e.to_string()),
     })?;

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -43,12 +43,14 @@ use crate::address_key::AddressKey;
 use crate::clock::{Clock, Entropy};
 use crate::config::Config;
 use crate::cookie::CookieKeys;
+use crate::delivery::log_inbound;
+pub use crate::delivery::{Delivered, Delivery};
 use crate::extract::{Enrolling, SignedAgent};
-use crate::gate::{self, Admitted, Arrival, AuthBackend};
+use crate::gate::{self, AuthBackend};
 use crate::mailer::{OutboundMail, code_message};
 use crate::signed::{AUTH_HEADER, AuthRefusal};
-use crate::store::{CodeOutcome, NewProbe, Store, StoredProbe};
-use crate::verdict::{Refusal as GateRefusal, SpfSource};
+use crate::store::{CodeOutcome, Store, StoredProbe};
+use crate::verdict::Refusal as GateRefusal;
 
 /// Prefix of integration tokens: `rdvgw1.<token id>.<secret>`.
 pub const TOKEN_PREFIX: &str = "rdvgw1.";
@@ -225,10 +227,9 @@ pub fn app(state: AppState) -> Router {
         ],
     );
     let timeout = Duration::from_secs(cfg.request_timeout_secs);
-    // Mail has its own bound; everything else is small JSON.
-    let inbound = Router::new()
-        .route("/v1/inbound", post(inbound))
-        .layer(RequestBodyLimitLayer::new(cfg.max_mail_bytes));
+    // Mail has its own bound, applied by the handler while it reads
+    // (`read_mail`); everything else is small JSON.
+    let inbound = Router::new().route("/v1/inbound", post(inbound));
     let api = Router::new()
         .route("/v1/register", post(register))
         .route("/v1/verify", post(verify))
@@ -245,6 +246,7 @@ pub fn app(state: AppState) -> Router {
             "/v1/optout/{token}",
             get(crate::flows::optout_page).post(crate::flows::optout_confirm),
         )
+        .route(crate::flows::EXPLAINER_PATH, get(crate::flows::explainer))
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -332,15 +334,40 @@ fn gate_refusal(r: &GateRefusal) -> Response {
     responses((status = 202, body = Object), (status = 401, body = ErrorBody),
         (status = 409, body = Object), (status = 413, body = Object),
         (status = 422, body = Object), (status = 429, body = Object)))]
-async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let mailbox = match token_mailbox(&s, &headers).await {
         Ok(m) => m,
         Err(r) => return r.into_response(),
     };
-    // The layer bounds the body; the gate checks again before parsing.
+    let raw = match read_mail(&headers, body, s.inner.cfg.max_mail_bytes).await {
+        Ok(raw) => raw,
+        Err(MailBody::TooLarge { drained }) => {
+            let refused = Err(Delivery::Refused(GateRefusal::TooLarge));
+            log_inbound(&refused, false);
+            let mut r = gate_refusal(&GateRefusal::TooLarge);
+            if !drained {
+                // The rest of the body is still coming: this answer ends
+                // the connection (RFC 9112 §9.6).
+                r.headers_mut().insert(
+                    header::CONNECTION,
+                    header::HeaderValue::from_static("close"),
+                );
+            }
+            return r;
+        }
+        Err(MailBody::Broken) => {
+            return ApiRefusal::new(
+                StatusCode::BAD_REQUEST,
+                "malformed",
+                "the request body could not be read",
+            )
+            .into_response();
+        }
+    };
+    // The gate checks the bound again before parsing.
     // Pushed over HTTP: no SMTP session, so in verify mode SPF comes from
     // a trusted `Received` hop (`trusted_received_by`) or is `none`.
-    match s.deliver_pushed(&mailbox, body.as_ref()).await {
+    match s.deliver_pushed(&mailbox, raw.as_ref()).await {
         Ok(d) => {
             let mut report = gate::report(&Ok(d.admitted));
             report["seq"] = json!(d.seq);
@@ -351,190 +378,61 @@ async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> 
     }
 }
 
-/// A message the gate admitted and the store queued.
-#[derive(Debug)]
-pub struct Delivered {
-    pub admitted: Admitted,
-    pub seq: i64,
+/// Over the bound, an inbound body is still read (and thrown away as it
+/// arrives) up to this many bytes, so that a client that sends it whole
+/// before reading the answer gets the 413 instead of a reset connection.
+pub const OVERSIZE_DRAIN_BYTES: usize = 8 * 1024 * 1024;
+
+/// Why [`read_mail`] has no message.
+enum MailBody {
+    /// Over `max_mail_bytes`; `drained` when the body was read to its end.
+    TooLarge { drained: bool },
+    /// The client's body broke off (or timed out).
+    Broken,
 }
 
-/// Why [`AppState::deliver`] did not queue a message.
-#[derive(Debug)]
-pub enum Delivery {
-    /// The gate (or the store's dedupe and limits) refused it: data.
-    Refused(GateRefusal),
-    /// The store failed; the message may be retried.
-    Internal(String),
-}
-
-impl AppState {
-    /// The one inbound path (HTTP `POST /v1/inbound` and the SMTP
-    /// listener): the gate over `raw` for the canonical `mailbox`,
-    /// authentication (SPF from `session` when the mail came over SMTP),
-    /// then dedupe, limits and queueing in the store, and the SSE notice.
-    /// Logs outcomes and codes only, never content.
-    pub async fn deliver(
-        &self,
-        mailbox: &str,
-        raw: &[u8],
-        session: Option<&crate::auth::SmtpSession>,
-    ) -> Result<Delivered, Delivery> {
-        self.deliver_logged(mailbox, raw, session, false).await
+/// The mail body, at most `max` bytes kept. Over the bound: refused at once
+/// when the client waits for `100 Continue` (it has sent nothing yet) or
+/// declares more than the drain allows; otherwise read to its end (up to
+/// [`OVERSIZE_DRAIN_BYTES`], nothing past `max` kept) and then refused.
+async fn read_mail(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, MailBody> {
+    use futures_util::StreamExt;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    if let Some(n) = declared
+        && n > max as u64
+        && (expects_continue || n > OVERSIZE_DRAIN_BYTES as u64)
+    {
+        return Err(MailBody::TooLarge { drained: false });
     }
-
-    /// [`AppState::deliver`] of mail pushed over HTTP: in verify mode, the
-    /// SPF session is the topmost `Received` hop by a `trusted_received_by`
-    /// host (`received`), read once the gate has bounded and screened it.
-    pub async fn deliver_pushed(&self, mailbox: &str, raw: &[u8]) -> Result<Delivered, Delivery> {
-        self.deliver_logged(mailbox, raw, None, true).await
+    let mut kept: Vec<u8> = Vec::new();
+    let mut seen: usize = 0;
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return Err(MailBody::Broken);
+        };
+        seen = seen.saturating_add(chunk.len());
+        if seen > OVERSIZE_DRAIN_BYTES {
+            return Err(MailBody::TooLarge { drained: false });
+        }
+        if seen <= max {
+            kept.extend_from_slice(&chunk);
+        } else if !kept.is_empty() {
+            // Over the bound: keep nothing more, free what was kept.
+            kept = Vec::new();
+        }
     }
-
-    /// [`AppState::deliver`] of SMTP mail to `mailbox`'s gateway address:
-    /// an unmarked message may be the provider's forwarding confirmation
-    /// (`forwarding`; never for the mailbox itself, never over HTTP).
-    /// Returns the queued item's seq. Logged and counted by outcome code.
-    pub async fn deliver_gateway(
-        &self,
-        mailbox: &str,
-        raw: &[u8],
-        session: Option<&crate::auth::SmtpSession>,
-    ) -> Result<i64, Delivery> {
-        let first = self.deliver_inner(mailbox, raw, session, false).await;
-        if !matches!(first, Err(Delivery::Refused(GateRefusal::NoMarker))) {
-            log_inbound(&first, session.is_some());
-            return first.map(|d| d.seq);
-        }
-        let out = crate::forwarding::deliver(self, mailbox, raw, session, self.now()).await;
-        match &out {
-            Ok(seq) => {
-                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
-                    .increment(1);
-                tracing::info!(
-                    kind = crate::forwarding::KIND,
-                    seq,
-                    smtp = true,
-                    "inbound admitted"
-                );
-            }
-            Err(Delivery::Refused(r)) => {
-                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
-                    .increment(1);
-                tracing::info!(refusal = r.code(), smtp = true, "inbound refused");
-            }
-            Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
-        }
-        out
+    if seen > max {
+        return Err(MailBody::TooLarge { drained: true });
     }
-
-    async fn deliver_logged(
-        &self,
-        mailbox: &str,
-        raw: &[u8],
-        session: Option<&crate::auth::SmtpSession>,
-        pushed: bool,
-    ) -> Result<Delivered, Delivery> {
-        let out = self.deliver_inner(mailbox, raw, session, pushed).await;
-        log_inbound(&out, session.is_some());
-        out
-    }
-
-    async fn deliver_inner(
-        &self,
-        mailbox: &str,
-        raw: &[u8],
-        session: Option<&crate::auth::SmtpSession>,
-        pushed: bool,
-    ) -> Result<Delivered, Delivery> {
-        let s = &self.inner;
-        let internal = |e: &dyn std::fmt::Display| Delivery::Internal(e.to_string());
-        let Ok(mailbox_addr) = Address::parse(mailbox) else {
-            return Err(Delivery::Internal("stored mailbox does not parse".into()));
-        };
-        let agent = match s.store.mailbox_agent(mailbox).await {
-            Ok(Some(a)) => AgentId::parse(&a).ok(),
-            Ok(None) => None,
-            Err(e) => return Err(internal(&e)),
-        };
-        let Some(agent) = agent else {
-            return Err(Delivery::Refused(GateRefusal::NotForMailbox));
-        };
-        let now = self.now();
-        let arrival = Arrival {
-            mailbox: &mailbox_addr,
-            agent: Some(&agent),
-            max_bytes: s.cfg.max_mail_bytes,
-        };
-        let screened = gate::screen(raw, &arrival, now).map_err(Delivery::Refused)?;
-        // Only after screening: the message is bounded and well formed.
-        let hop = match &s.backend {
-            AuthBackend::Verify(_) if pushed && session.is_none() => {
-                crate::received::session(raw, &s.cfg.trusted_received_by)
-            }
-            _ => None,
-        };
-        let mut auth =
-            gate::authenticate(raw, &screened, session.or(hop.as_ref()), &s.backend).await;
-        if hop.is_some() && auth.spf_source == Some(SpfSource::Session) {
-            auth.spf_source = Some(SpfSource::Received);
-        }
-        let admitted = Admitted::new(screened, auth);
-        if admitted.screened.kind == rdv_proto::mailblock::BlockKind::ProbeEcho {
-            // The ACK leg by mail: released, never queued as mail.
-            let seq = crate::flows::echo_by_mail(self, &agent, &admitted).await?;
-            return Ok(Delivered { admitted, seq });
-        }
-        let payload =
-            rdv_proto::canon::to_string(&admitted.screened.block).map_err(|e| internal(&e))?;
-        let probe = NewProbe {
-            mailbox: mailbox.to_string(),
-            agent: agent.as_str().to_string(),
-            kind: admitted.screened.kind_name().to_string(),
-            id: admitted.screened.id.clone(),
-            requester: admitted.screened.requester.as_str().to_string(),
-            sender: admitted.screened.sender.canon().to_string(),
-            ts: admitted.screened.ts.unix_timestamp(),
-            payload,
-            auth: serde_json::to_string(&admitted.auth).unwrap_or_default(),
-            binding: serde_json::to_value(admitted.binding)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        let seq = match s
-            .store
-            .admit(&probe, &s.cfg.limits, now.unix_timestamp())
-            .await
-        {
-            Ok(Ok(seq)) => seq,
-            Ok(Err(r)) => return Err(Delivery::Refused(r)),
-            Err(e) => return Err(internal(&e)),
-        };
-        let _ = s.notify.send(probe.agent);
-        Ok(Delivered { admitted, seq })
-    }
-}
-
-/// Counts and logs one inbound outcome: kind and seq, or the refusal code;
-/// never content.
-fn log_inbound(out: &Result<Delivered, Delivery>, smtp: bool) {
-    match out {
-        Ok(d) => {
-            metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
-                .increment(1);
-            tracing::info!(
-                kind = d.admitted.screened.kind_name(),
-                seq = d.seq,
-                smtp,
-                "inbound admitted"
-            );
-        }
-        Err(Delivery::Refused(r)) => {
-            metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
-                .increment(1);
-            tracing::info!(refusal = r.code(), smtp, "inbound refused");
-        }
-        Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
-    }
+    Ok(Bytes::from(kept))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -563,7 +461,7 @@ pub(crate) fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
 
 fn code_hash(mailbox: &str, agent: &str, code: &str) -> String {
     sha256_hex(&[
-        b"rdv1/gw/code",
+        rdv_proto::consts::GW_CODE_HASH_DOMAIN,
         mailbox.as_bytes(),
         agent.as_bytes(),
         code.trim().to_ascii_lowercase().as_bytes(),
@@ -912,7 +810,8 @@ async fn stream(
         crate::flows::ack,
         crate::flows::invite_status,
         crate::flows::optout_page,
-        crate::flows::optout_confirm
+        crate::flows::optout_confirm,
+        crate::flows::explainer
     ),
     components(schemas(
         ErrorBody,

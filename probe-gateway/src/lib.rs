@@ -5,15 +5,17 @@
 //! [`gate`] (with [`auth`], [`limits`], [`verdict`]) decides about one
 //! message; [`cookie`] makes the stateless challenges; [`address_key`]
 //! keys stored addresses and opt-out tokens; [`store`] keeps the
-//! state on SQLite or Postgres; [`http`] is the API, [`smtp`] the mail
-//! listener (both deliver through `http::AppState::deliver`), and [`server`] binds,
-//! serves, purges and shuts down.
+//! state on SQLite or Postgres; [`delivery`] is the one inbound path, with
+//! [`http`] (the API) and [`smtp`] (the mail listener) as its adapters;
+//! [`pages`] are what an invited person opens; [`server`] binds, serves,
+//! purges and shuts down.
 
 pub mod address_key;
 pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod cookie;
+pub mod delivery;
 pub mod error;
 pub mod extract;
 pub mod flows;
@@ -22,6 +24,7 @@ pub mod gate;
 pub mod http;
 pub mod limits;
 pub mod mailer;
+pub mod pages;
 pub mod received;
 pub mod server;
 pub mod signed;

@@ -146,7 +146,7 @@ fn read_hex_file(
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
         writeln!(opts.open(path)?, "{}", hex::encode(b))?;
-        tracing::info!(path = %path.display(), "created a {what} file");
+        tracing::info!(path = %path.display(), "created the {what} file");
     }
     std::fs::read_to_string(path)
         .map_err(|e| Error::Config(format!("{what} {}: {e}", path.display())))
@@ -186,12 +186,31 @@ pub fn backend(cfg: &Config) -> Result<AuthBackend, Error> {
 
 pub use rdv_service_kit::shutdown::signal;
 
-/// `rdv-probe-gateway serve`: run until a signal, then drain and exit.
-pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
+/// Everything `serve` starts from the config alone (keys and secrets read
+/// or created, the store, the mailer), running: for `serve` and for the
+/// suite (`rdv-suite`), which runs the gateway beside the other services.
+pub async fn open(cfg: Config, clock: Arc<dyn Clock>) -> Result<(Running, Store), Error> {
     std::fs::create_dir_all(&cfg.data_dir)?;
+    if cfg.dev_allow_ws_relays {
+        tracing::warn!("dev_allow_ws_relays is on: ws:// relays are admitted (local testing only)");
+    }
     let entropy = OsEntropy;
     let cookies = cookie_keys(&cfg, &entropy)?;
     let backend = backend(&cfg)?;
+    match &cfg.auth {
+        crate::auth::AuthMode::Verify => tracing::info!(
+            nameservers = if cfg.nameservers.is_empty() {
+                "system"
+            } else {
+                "configured"
+            },
+            "mail authentication: verify mode (DKIM, SPF, DMARC over DNS)"
+        ),
+        crate::auth::AuthMode::Trusted { authserv_ids } => tracing::info!(
+            authserv_ids = authserv_ids.join(","),
+            "mail authentication: trusted mode (Authentication-Results)"
+        ),
+    }
     let store = Store::connect(&cfg.database_url(), cfg.max_db_connections).await?;
     // Reads the DKIM key, CA and password files: a bad one stops here.
     let mailer = crate::mailer::build(
@@ -209,6 +228,12 @@ pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
         cookies,
     };
     let running = start(cfg, deps).await?;
+    Ok((running, store))
+}
+
+/// `rdv-probe-gateway serve`: run until a signal, then drain and exit.
+pub async fn serve(cfg: Config, clock: Arc<dyn Clock>) -> Result<(), Error> {
+    let (running, store) = open(cfg, clock).await?;
     // The bound address goes to stdout so scripts can read it (port 0).
     println!("listening on http://{}", running.addr);
     tracing::info!(addr = %running.addr, "listening");

@@ -1,5 +1,5 @@
 //! The SMTP listener (issue #4 "Inbound"): forwarded mail in, through the
-//! same gate and store path as `POST /v1/inbound` ([`AppState::deliver`]).
+//! same gate and store path as `POST /v1/inbound` (`crate::delivery`).
 //!
 //! Commands are parsed by `smtp-proto`; the session state machine is ours
 //! (RFC 5321): EHLO/HELO, MAIL FROM, one RCPT TO (a registered mailbox, its
@@ -32,9 +32,10 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 
 use crate::auth::SmtpSession;
-use crate::config::{Config, SmtpRefusals};
+use crate::config::{Config, SmtpRefusals, UnknownRecipients};
+use crate::delivery::Delivery;
 use crate::error::Error;
-use crate::http::{AppState, Delivery};
+use crate::http::AppState;
 use crate::verdict::Refusal;
 
 /// Longest command line, CRLF included (RFC 5321 §4.5.3.1.4 says 512; MAIL
@@ -51,6 +52,7 @@ struct Bounds {
     command_timeout: Duration,
     session_timeout: Duration,
     refusals: SmtpRefusals,
+    unknown: UnknownRecipients,
 }
 
 /// A session's byte stream: plain TCP, or TLS after STARTTLS.
@@ -100,6 +102,7 @@ pub fn spawn(
         command_timeout: Duration::from_secs(cfg.smtp_command_timeout_secs),
         session_timeout: Duration::from_secs(cfg.smtp_session_timeout_secs),
         refusals: cfg.smtp_refusals,
+        unknown: cfg.smtp_unknown_recipients,
     };
     tokio::spawn(async move {
         loop {
@@ -202,7 +205,15 @@ struct Envelope {
     /// The reverse-path; empty for the null sender.
     mail_from: String,
     /// The one accepted recipient.
-    rcpt: Option<Recipient>,
+    rcpt: Option<Rcpt>,
+}
+
+/// An accepted recipient: someone, or (`smtp_unknown_recipients =
+/// "accept"`) no one, whose mail is read and dropped.
+#[derive(Clone)]
+enum Rcpt {
+    Known(Recipient),
+    Nobody,
 }
 
 struct Session<'a> {
@@ -342,7 +353,12 @@ impl Session<'_> {
                         // opt-out address (flows::resolve_recipient).
                         match crate::flows::resolve_recipient(self.state, &to.address).await {
                             Ok(Some(r)) => {
-                                e.rcpt = Some(r);
+                                e.rcpt = Some(Rcpt::Known(r));
+                                self.reply("250 2.1.5 OK").await?;
+                            }
+                            Ok(None) if self.bounds.unknown == UnknownRecipients::Accept => {
+                                // §5.2.1 "Silence": answered as a known one.
+                                e.rcpt = Some(Rcpt::Nobody);
                                 self.reply("250 2.1.5 OK").await?;
                             }
                             Ok(None) => {
@@ -389,11 +405,19 @@ impl Session<'_> {
                             self.reply("552 5.3.4 Message size exceeds fixed maximum message size")
                                 .await?;
                         }
-                        Ok(Data::Complete) if matches!(rcpt, Recipient::OptOut(_)) => {
+                        Ok(Data::Complete) if matches!(rcpt, Rcpt::Nobody) => {
+                            // No agent behind it: dropped, answered as an
+                            // admitted message is.
+                            drop(raw);
+                            let out = Err(Delivery::Refused(Refusal::NotForMailbox));
+                            let r = data_reply(&out, self.bounds.refusals, self.bounds.unknown);
+                            self.reply(&r).await?;
+                        }
+                        Ok(Data::Complete) if matches!(rcpt, Rcpt::Known(Recipient::OptOut(_))) => {
                             // Opt-out mail: the content is read (bounded)
                             // and discarded; the opt-out id is the token's.
                             drop(raw);
-                            let Recipient::OptOut(id) = &rcpt else {
+                            let Rcpt::Known(Recipient::OptOut(id)) = &rcpt else {
                                 continue;
                             };
                             let r = match crate::flows::record_optout(self.state, id).await {
@@ -411,7 +435,10 @@ impl Session<'_> {
                                 helo: helo.clone().unwrap_or_default(),
                                 mail_from,
                             };
-                            let out = match &rcpt {
+                            let Rcpt::Known(rcpt) = &rcpt else {
+                                continue;
+                            };
+                            let out = match rcpt {
                                 Recipient::Mailbox(mb) => self
                                     .state
                                     .deliver(mb, &raw, Some(&session))
@@ -425,7 +452,7 @@ impl Session<'_> {
                                 Recipient::OptOut(_) => continue,
                             };
                             drop(raw);
-                            let r = data_reply(&out, self.bounds.refusals);
+                            let r = data_reply(&out, self.bounds.refusals, self.bounds.unknown);
                             self.reply(&r).await?;
                         }
                     }
@@ -519,28 +546,39 @@ impl Session<'_> {
 }
 
 /// The final reply to DATA for the gate's outcome: the refusal code, never
-/// the content. With `Discard` (§5.2.1 "Silence") a gate refusal is
-/// `250` and the message is dropped (counted by code, logged with the code
-/// only), so no bounce tells an unknown sender a gateway is there.
-/// Temporary failures stay 451, an unknown recipient 550 in both modes.
-fn data_reply(out: &Result<i64, Delivery>, mode: SmtpRefusals) -> String {
+/// the content. An admitted message is `250 2.0.0 OK`, with no queue
+/// number (the gateway-wide sequence would tell a sender how much mail
+/// the gateway takes). With `Discard` (§5.2.1 "Silence") a gate refusal is
+/// the same `250` and the message is dropped (counted by code, logged with
+/// the code only), so no bounce tells an unknown sender a gateway is
+/// there; with `UnknownRecipients::Accept` so is mail for a mailbox with
+/// no agent. Temporary failures stay 451.
+fn data_reply(
+    out: &Result<i64, Delivery>,
+    mode: SmtpRefusals,
+    unknown: UnknownRecipients,
+) -> String {
+    let discard = |code: &'static str| {
+        metrics::counter!("rdv_gateway_smtp_discarded_total", "refusal" => code).increment(1);
+        tracing::info!(refusal = code, "smtp gate refusal discarded");
+        ACCEPTED.to_string()
+    };
     match out {
-        Ok(seq) => format!("250 2.0.0 Queued as {seq}"),
+        Ok(_) => ACCEPTED.into(),
         Err(Delivery::Refused(r)) => match r {
             Refusal::TooLarge => "552 5.3.4 Message size exceeds fixed maximum message size".into(),
             Refusal::RateLimited(_) => format!("451 4.7.1 Refused: {}, try again later", r.code()),
+            Refusal::NotForMailbox if unknown == UnknownRecipients::Accept => discard(r.code()),
             Refusal::NotForMailbox => "550 5.1.1 No such mailbox here".into(),
-            _ if mode == SmtpRefusals::Discard => {
-                metrics::counter!("rdv_gateway_smtp_discarded_total", "refusal" => r.code())
-                    .increment(1);
-                tracing::info!(refusal = r.code(), "smtp gate refusal discarded");
-                "250 2.0.0 OK".into()
-            }
+            _ if mode == SmtpRefusals::Discard => discard(r.code()),
             _ => format!("550 5.7.1 Refused by the RDV gate: {}", r.code()),
         },
         Err(Delivery::Internal(_)) => "451 4.3.0 Temporary failure, try again later".into(),
     }
 }
+
+/// The reply to DATA for a message taken (queued, or silently dropped).
+const ACCEPTED: &str = "250 2.0.0 OK";
 
 /// A HELO name or reverse-path as recorded: at most 255 bytes of it.
 fn clip(s: String) -> String {

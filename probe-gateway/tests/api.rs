@@ -126,12 +126,18 @@ async fn inbound_refusals(b: Backend) {
     let (st, _) = env.inbound(Some(&unknown), probe(ID)).await;
     assert_eq!(st, StatusCode::UNAUTHORIZED, "unknown id");
 
-    // Oversize: refused by the body bound, never parsed.
+    // Oversize: refused by the body bound, never parsed, in the gate's
+    // refusal shape.
     let big = vec![b'a'; env.cfg.max_mail_bytes + 1];
     let (st, v) = env.inbound(Some(&token), big).await;
     assert_eq!(
-        (st, code(&v)),
-        (StatusCode::PAYLOAD_TOO_LARGE, "too_large".into())
+        (st, &v["outcome"], &v["refusal"]),
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &json!("refused"),
+            &json!("too_large")
+        ),
+        "{v}"
     );
 
     // Gate refusals are data, with their code.
@@ -560,8 +566,61 @@ async fn streamed_oversize_mail_is_cut(b: Backend) {
         .unwrap();
     let (st, v) = env.send(req).await;
     assert_eq!(
-        (st, v["error"].clone()),
-        (StatusCode::PAYLOAD_TOO_LARGE, json!("too_large"))
+        (st, v["refusal"].clone()),
+        (StatusCode::PAYLOAD_TOO_LARGE, json!("too_large")),
+        "{v}"
     );
     env.teardown().await;
+}
+
+both!(ws_relays_only_with_the_dev_switch);
+/// `dev_allow_ws_relays` (local testing only): a probe whose card names a
+/// `ws://` relay is refused by default (§4.3 asks for `wss://`) and
+/// admitted with the switch on.
+async fn ws_relays_only_with_the_dev_switch(b: Backend) {
+    use rdv_proto::doc::card::CardBuilder;
+    use rdv_proto::doc::request::RequestBuilder;
+    let key = requester();
+    let card = CardBuilder::new(
+        t("2026-10-01T00:00:00Z"),
+        vec!["ws://127.0.0.1:7777".into()],
+    )
+    .sign(&key)
+    .unwrap();
+    let req = RequestBuilder {
+        id: ID.into(),
+        to_hint: Some(MAILBOX.into()),
+        card,
+        greeting: "Alice's agent requests contact on Alice's behalf.".into(),
+        capabilities_offered: vec!["a2a/0.3".into()],
+        ts: t(TS),
+    }
+    .sign(&key)
+    .unwrap();
+    let mail = compose(
+        &rdv_proto::mailblock::probe_payload(&req),
+        MAILBOX,
+        SENDER,
+        QP,
+    );
+    for (on, admitted) in [(false, false), (true, true)] {
+        let mut env = Env::new(b, |c| c.dev_allow_ws_relays = on).await;
+        let token = env.enroll(&recipient_agent(), MAILBOX).await;
+        let (st, v) = env.inbound(Some(&token), mail.clone()).await;
+        if admitted {
+            assert_eq!(
+                (st, &v["outcome"]),
+                (StatusCode::ACCEPTED, &json!("admitted")),
+                "{v}"
+            );
+        } else {
+            assert_eq!(
+                (st, &v["refusal"]),
+                (StatusCode::UNPROCESSABLE_ENTITY, &json!("payload")),
+                "{v}"
+            );
+            assert!(v["reason"].as_str().unwrap().contains("ws"), "{v}");
+        }
+        env.teardown().await;
+    }
 }

@@ -47,11 +47,20 @@ const DANA: &str = "dana@doe.test";
 const TS: &str = "2026-10-08T11:00:00Z";
 const DOMAIN: &str = "gw.test";
 const DAY: time::Duration = time::Duration::days(1);
+/// Where the inviter got the address (§5.2.2).
+const SOURCE: &str = "the book club's member list";
 
 fn flows_on(c: &mut Config) {
     c.flows.mail_domain = Some(DOMAIN.into());
     c.flows.public_url = Some("https://gw.test".into());
     c.smtp_hostname = "gw.test".into();
+}
+
+/// [`flows_on`], with unknown SMTP recipients refused at RCPT (`550
+/// 5.1.1`), so the tests of recipient resolution see what it resolved.
+fn flows_rejecting_unknown(c: &mut Config) {
+    flows_on(c);
+    c.smtp_unknown_recipients = rdv_probe_gateway::config::UnknownRecipients::Reject;
 }
 
 fn code(v: &Value) -> &str {
@@ -241,7 +250,7 @@ impl OutboundMail for FailingMailer {
 
 both!(gateway_addresses);
 async fn gateway_addresses(b: Backend) {
-    let mut env = Env::new(b, flows_on).await;
+    let mut env = Env::new(b, flows_rejecting_unknown).await;
     let john = recipient_agent();
     let body = json!({"mailbox": JOHN}).to_string();
     env.signed(&john, "POST", "/v1/register", body.as_bytes())
@@ -295,7 +304,10 @@ async fn gateway_addresses(b: Backend) {
     env.teardown().await;
 
     // Without a mail domain: no address.
-    let mut env = Env::new(b, |_| {}).await;
+    let mut env = Env::new(b, |c| {
+        c.smtp_unknown_recipients = rdv_probe_gateway::config::UnknownRecipients::Reject;
+    })
+    .await;
     env.enroll(&john, JOHN).await;
     let (_, v) = env.signed(&john, "GET", "/v1/mailboxes", b"").await;
     assert_eq!(
@@ -930,7 +942,7 @@ async fn failed_mail_consumes_no_limit(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": DANA, "invite": inv})
+        json!({"to": DANA, "source": SOURCE, "invite": inv})
     );
     assert_eq!(
         (st, code(&v)),
@@ -954,7 +966,7 @@ async fn failed_mail_consumes_no_limit(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": DANA, "invite": inv})
+        json!({"to": DANA, "source": SOURCE, "invite": inv})
     );
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     env.teardown().await;
@@ -979,26 +991,58 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice), "note": "x".repeat(2001)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice), "note": "x".repeat(2001)})
     );
     assert_eq!((st, code(&v)), (StatusCode::BAD_REQUEST, "bad_note"));
     let (st, v) = post!(
         env,
         &alice,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice), "note": "---BEGIN RDV/1---"})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice), "note": "---BEGIN RDV/1---"})
     );
     assert_eq!((st, code(&v)), (StatusCode::BAD_REQUEST, "bad_note"));
+    // §5.2.2: the invite states where the sender got the address; without
+    // a source there is no invite.
+    let (st, v) = post!(
+        env,
+        &alice,
+        p,
+        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice), "note": note})
+    );
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::BAD_REQUEST, "malformed"),
+        "{v}"
+    );
+    assert!(v["message"].as_str().unwrap().contains("source"), "{v}");
+    for bad in ["", "   ", "a\nb", "---END RDV/1---", &"x".repeat(201)] {
+        let (st, v) = post!(
+            env,
+            &alice,
+            p,
+            json!({"to": DANA, "source": bad, "invite": invite(&env, INV, DANA, &alice)})
+        );
+        assert_eq!(
+            (st, code(&v)),
+            (StatusCode::BAD_REQUEST, "bad_source"),
+            "{bad:?}"
+        );
+    }
     let (st, v) = post!(
         env,
         &dana_agent,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice)})
     );
     assert_eq!((st, code(&v)), (StatusCode::FORBIDDEN, "wrong_signer"));
     let mut tampered = invite(&env, INV, DANA, &alice);
     tampered["token"] = json!("other");
-    let (st, v) = post!(env, &alice, p, json!({"to": DANA, "invite": tampered}));
+    let (st, v) = post!(
+        env,
+        &alice,
+        p,
+        json!({"to": DANA, "source": SOURCE, "invite": tampered})
+    );
     assert_eq!(
         (st, code(&v)),
         (StatusCode::UNPROCESSABLE_ENTITY, "bad_document")
@@ -1007,7 +1051,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": JOHN, "invite": invite(&env, INV, DANA, &alice)})
+        json!({"to": JOHN, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice)})
     );
     assert_eq!(
         (st, code(&v)),
@@ -1018,7 +1062,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice), "note": note})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice), "note": note})
     );
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     assert_eq!((&v["id"], &v["to"]), (&json!(INV), &json!(DANA)));
@@ -1045,7 +1089,13 @@ async fn invites(b: Backend) {
     let parsed = MessageParser::default().parse(&m.raw).unwrap();
     let text = parsed.body_text(0).unwrap();
     assert!(text.starts_with(note), "{text}");
+    assert!(
+        text.contains(&format!("Where I got your address: {SOURCE}.")),
+        "{text}"
+    );
     assert!(text.contains("sent by my AI assistant"));
+    // The explainer link, besides the opt-out (§5.2.2).
+    assert!(text.contains("https://gw.test/v1/about"), "{text}");
     assert!(text.contains(&format!("https://gw.test/v1/optout/{token}")));
     // Dana's agent exists: the gate admits the invite (List-Unsubscribe is
     // not list traffic).
@@ -1061,7 +1111,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV2, DANA, &alice)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV2, DANA, &alice)})
     );
     assert_eq!((st, code(&v)), (StatusCode::CONFLICT, "invite_pending"));
     // Status: refusals, then declined, which starts the cooldown.
@@ -1091,7 +1141,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        &json!({"to": DANA, "invite": invite(&env, INV2, DANA, &alice)})
+        &json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV2, DANA, &alice)})
     );
     assert_eq!(
         (st, code(&v)),
@@ -1107,7 +1157,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": JOHN, "invite": invite(&env, INV3, JOHN, &alice)})
+        json!({"to": JOHN, "source": SOURCE, "invite": invite(&env, INV3, JOHN, &alice)})
     );
     assert_eq!(st, StatusCode::ACCEPTED);
     env.clock.advance(DAY * 31);
@@ -1115,7 +1165,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": JOHN, "invite": invite(&env, INV4, JOHN, &alice)})
+        json!({"to": JOHN, "source": SOURCE, "invite": invite(&env, INV4, JOHN, &alice)})
     );
     assert_eq!(
         (st, code(&v)),
@@ -1127,7 +1177,7 @@ async fn invites(b: Backend) {
         env,
         &alice,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV2, DANA, &alice)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV2, DANA, &alice)})
     );
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     let (st, _) = post!(env, &alice, &sp(INV2), json!({"status": "accepted"}));
@@ -1142,14 +1192,14 @@ async fn invites(b: Backend) {
         env,
         &bob,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV3, DANA, &bob)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV3, DANA, &bob)})
     );
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     let (st, v) = post!(
         env,
         &carol,
         p,
-        json!({"to": DANA, "invite": invite(&env, INV4, DANA, &carol)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV4, DANA, &carol)})
     );
     assert_eq!(
         (st, code(&v)),
@@ -1161,14 +1211,14 @@ async fn invites(b: Backend) {
 
 both!(opt_out);
 async fn opt_out(b: Backend) {
-    let mut env = Env::new(b, flows_on).await;
+    let mut env = Env::new(b, flows_rejecting_unknown).await;
     let alice = requester();
     env.enroll(&alice, ALICE).await;
     let (st, _) = post!(
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice)})
     );
     assert_eq!(st, StatusCode::ACCEPTED);
     let m = env.mailer.sent().last().unwrap().clone();
@@ -1218,7 +1268,7 @@ async fn opt_out(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": "Dana@Doe.test", "invite": invite(&env, INV2, DANA, &alice)})
+        json!({"to": "Dana@Doe.test", "source": SOURCE, "invite": invite(&env, INV2, DANA, &alice)})
     );
     assert_eq!((st, code(&v)), (StatusCode::FORBIDDEN, "opted_out"));
     // JSON when asked for; idempotent.
@@ -1238,7 +1288,7 @@ async fn opt_out(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": eve, "invite": invite(&env, INV3, eve, &alice)})
+        json!({"to": eve, "source": SOURCE, "invite": invite(&env, INV3, eve, &alice)})
     );
     assert_eq!(st, StatusCode::ACCEPTED);
     let m = env.mailer.sent().last().unwrap().clone();
@@ -1320,7 +1370,7 @@ both!(opt_out_survives_rotation);
 /// probes and invites after the master secret is rotated (the address key
 /// is not).
 async fn opt_out_survives_rotation(b: Backend) {
-    let mut env = Env::new(b, flows_on).await;
+    let mut env = Env::new(b, flows_rejecting_unknown).await;
     let alice = requester();
     env.enroll(&alice, ALICE).await;
     // The address key file was created with mode 0600 on first start.
@@ -1341,7 +1391,7 @@ async fn opt_out_survives_rotation(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": long, "invite": invite(&env, INV, &long, &alice)})
+        json!({"to": long, "source": SOURCE, "invite": invite(&env, INV, &long, &alice)})
     );
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     let tok = last_optout_token(&env);
@@ -1361,7 +1411,7 @@ async fn opt_out_survives_rotation(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": DANA, "invite": invite(&env, INV2, DANA, &alice)})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV2, DANA, &alice)})
     );
     assert_eq!(st, StatusCode::ACCEPTED);
     let tok = last_optout_token(&env);
@@ -1439,7 +1489,7 @@ async fn opt_out_survives_rotation(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": "DANA@doe.test", "invite": invite(&env, INV3, DANA, &alice)})
+        json!({"to": "DANA@doe.test", "source": SOURCE, "invite": invite(&env, INV3, DANA, &alice)})
     );
     assert_eq!((st, code(&v)), (StatusCode::FORBIDDEN, "opted_out"));
     // The link still works (idempotent) under the new master secret.
@@ -1549,7 +1599,7 @@ async fn from_name_display(b: Backend) {
             env,
             &alice,
             "/v1/send/invite",
-            json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice), "from_name": bad})
+            json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice), "from_name": bad})
         );
         assert_eq!(
             (st, code(&v)),
@@ -1640,7 +1690,7 @@ async fn from_name_display(b: Backend) {
         env,
         &alice,
         "/v1/send/invite",
-        json!({"to": DANA, "invite": invite(&env, INV, DANA, &alice), "from_name": "Alice"})
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice), "from_name": "Alice"})
     );
     assert_eq!(st, StatusCode::ACCEPTED, "{v}");
     let inv = env.mailer.sent().last().unwrap().clone();
@@ -1674,6 +1724,7 @@ fn sample_config_documents_flows() {
         "[flows]\nmail_domain = \"not a domain\"",
         "[flows]\naddress_local = \"optout\"",
         "[flows]\npublic_url = \"ftp://x\"",
+        "[flows]\nexplainer_url = \"javascript:alert(1)\"",
         "[flows]\nprobe_interval_days = 0",
         "[flows]\nunknown = 1",
     ] {
@@ -1702,8 +1753,81 @@ async fn openapi_lists_the_flows() {
         "/v1/ack",
         "/v1/invites/{id}/status",
         "/v1/optout/{token}",
+        "/v1/about",
     ] {
         assert!(v["paths"].get(p).is_some(), "{p}");
     }
+    env.teardown().await;
+}
+
+/// §5.2.2 without a note: the invite still states the source and carries
+/// the explainer link; an operator's own `explainer_url` replaces the
+/// gateway's page; with neither a public URL nor an explainer URL no
+/// invite goes out. The gateway serves the explainer itself.
+#[tokio::test]
+async fn noteless_invite_states_source_and_explainer() {
+    let mut env = Env::new(Backend::Sqlite, |c| {
+        flows_on(c);
+        c.flows.explainer_url = Some("https://example.org/what-is-rendezvous".into());
+    })
+    .await;
+    let alice = requester();
+    env.enroll(&alice, ALICE).await;
+    let (st, v) = post!(
+        env,
+        &alice,
+        "/v1/send/invite",
+        json!({"to": DANA, "source": "Bob Jones.", "invite": invite(&env, INV, DANA, &alice)})
+    );
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let m = env.mailer.sent().last().unwrap().clone();
+    let parsed = MessageParser::default().parse(&m.raw).unwrap();
+    let text = parsed.body_text(0).unwrap();
+    assert_eq!(
+        text.lines().next(),
+        Some("Where I got your address: Bob Jones."),
+        "{text}"
+    );
+    assert!(
+        text.contains("https://example.org/what-is-rendezvous"),
+        "{text}"
+    );
+    assert!(!text.contains("https://gw.test/v1/about"), "{text}");
+    // The page itself: HTML, no script allowed.
+    let res = env
+        .router
+        .clone()
+        .oneshot(Request::get("/v1/about").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let csp = res.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    let page = String::from_utf8(body.to_vec()).unwrap();
+    assert!(page.contains("What does the token do?"), "{page}");
+    assert!(!page.contains("<script"), "{page}");
+    env.teardown().await;
+
+    let mut env = Env::new(Backend::Sqlite, |c| {
+        flows_on(c);
+        c.flows.public_url = None;
+    })
+    .await;
+    env.enroll(&alice, ALICE).await;
+    let (st, v) = post!(
+        env,
+        &alice,
+        "/v1/send/invite",
+        json!({"to": DANA, "source": SOURCE, "invite": invite(&env, INV, DANA, &alice)})
+    );
+    assert_eq!(
+        (st, code(&v)),
+        (StatusCode::CONFLICT, "no_explainer_link"),
+        "{v}"
+    );
     env.teardown().await;
 }

@@ -296,3 +296,100 @@ fn unknown_and_invalid_keys_refused() {
     assert!(Config::from_toml("smtp_refusals = \"reject\"").is_ok());
     assert!(Config::from_toml("smtp_refusals = \"bounce\"").is_err());
 }
+
+/// "Configs that cannot mislead" (issue #14): nothing configured is verify
+/// mode; every wrong config below is refused, and the message names the
+/// key that is wrong (a typo is an error at start, never a silently
+/// ignored setting).
+#[test]
+fn wrong_configs_are_refused_naming_the_key() {
+    use rdv_probe_gateway::auth::AuthMode;
+    assert_eq!(Config::from_toml("").unwrap().auth, AuthMode::Verify);
+    assert_eq!(Config::default().auth, AuthMode::Verify);
+    assert_eq!(
+        Config::from_toml("[auth.verify]").unwrap().auth,
+        AuthMode::Verify
+    );
+    assert_eq!(
+        Config::from_toml("[auth.trusted]\nauthserv_ids = [\"mx.example.org\"]")
+            .unwrap()
+            .auth,
+        AuthMode::Trusted {
+            authserv_ids: vec!["mx.example.org".into()]
+        }
+    );
+    let cases: &[(&str, &str)] = &[
+        // The natural guess beside [auth.trusted]: resolver keys are top-level.
+        (
+            "[auth.verify]\nnameservers = [\"127.0.0.1:53\"]",
+            "nameservers",
+        ),
+        ("[auth.verify]\nmade_up = 1", "made_up"),
+        (
+            "[auth.trusted]\nauthserv_ids = [\"mx\"]\nauthserv_id = \"mx\"",
+            "authserv_id",
+        ),
+        ("[auth.trusted]\nauthserv_ids = []", "authserv_ids"),
+        ("[auth.trusted]\nauthserv_ids = [\"a b\"]", "authserv_ids"),
+        (
+            "[auth]\ntrusted = { authserv_ids = [\"mx\"] }\nverify = {}",
+            "not both",
+        ),
+        ("[auth.bogus]\nx = 1", "bogus"),
+        ("auth = \"trusted\"", "authserv_ids"),
+        ("auth = \"dns\"", "dns"),
+        ("[auth]", "auth"),
+        ("http_listne = \"0.0.0.0:1\"", "http_listne"),
+        ("smtp_unknown_recipients = \"bounce\"", "bounce"),
+        ("dev_allow_ws_relays = \"yes\"", "dev_allow_ws_relays"),
+        (
+            "[limits.per_sender]\nmax = 1\nwindow_secs = 1\nextra = 2",
+            "extra",
+        ),
+        (
+            "[limits]\nper_sendr = { max = 1, window_secs = 1 }",
+            "per_sendr",
+        ),
+        (
+            "[register_per_mailbox]\nmax = 1\nwindow_secs = 1\nwindow = 2",
+            "window",
+        ),
+        ("[flows]\npublic_uri = \"https://x.test\"", "public_uri"),
+        ("[flows]\nexplainer_url = \"ftp://x\"", "explainer_url"),
+        ("[outbound]\nrelay = \"smtp.example.org\"", "relay"),
+        (
+            "[[outbound.dkim]]\ndomain = \"a.test\"\nselector = \"s\"\nkey_file = \"/k\"\nalgo = \"x\"",
+            "algo",
+        ),
+        ("[smtp]\nlisten = \"127.0.0.1:25\"", "smtp"),
+    ];
+    for (text, key) in cases {
+        let e = Config::from_toml(text).expect_err(text).to_string();
+        assert!(
+            e.contains(key),
+            "{text:?} refused without naming {key:?}: {e}"
+        );
+    }
+}
+
+/// Trusted mode without an authserv-id (no mail could ever pass) stops
+/// `serve` at start, saying why.
+#[test]
+fn serve_refuses_trusted_mode_without_authserv_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("gateway.toml");
+    std::fs::write(&cfg, "[auth.trusted]\nauthserv_ids = []\n").unwrap();
+    let out = bin()
+        .args(["serve", "--http-listen", "127.0.0.1:0", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("authserv_ids") && err.contains("no message could ever pass"),
+        "{err}"
+    );
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::env::*;
 use common::*;
 use rdv_probe_gateway::auth::{Verifier, VerifyConfig};
-use rdv_probe_gateway::config::SmtpRefusals;
+use rdv_probe_gateway::config::{SmtpRefusals, UnknownRecipients};
 use rdv_probe_gateway::gate::AuthBackend;
 use rdv_probe_gateway::smtp;
 use rdv_proto::mailblock::TransferEncoding;
@@ -132,7 +132,8 @@ async fn probe_over_smtp_reaches_the_inbox(b: Backend) {
     );
     assert_eq!((code(&r[1]), code(&r[2])), (250, 250), "{r:?}");
     assert_eq!(code(&r[3]), 250, "{r:?}");
-    assert!(r[3][1].as_str().unwrap().contains("Queued as 1"), "{r:?}");
+    // No queue number: the gateway-wide sequence is nobody's business.
+    assert_eq!(r[3][1], "2.0.0 OK", "{r:?}");
     assert_eq!(code(&r[4]), 221);
 
     let items = inbox(&mut env).await;
@@ -206,8 +207,8 @@ fn discarded(metrics: &str, code: &str) -> u64 {
 both!(gate_refusals_are_silent_by_default);
 /// §5.2.1 "Silence": by default (`smtp_refusals = "discard"`) a gate
 /// refusal is `250 2.0.0 OK` that names nothing and queues nothing, and is
-/// counted by its code; temporary failures stay 451, unknown recipients
-/// 550.
+/// counted by its code; temporary failures stay 451; an unknown recipient
+/// is taken like a known one (`unknown_recipients_are_answered_alike`).
 async fn gate_refusals_are_silent_by_default(b: Backend) {
     let mut env = Env::new(b, |c| c.limits.per_sender.max = 1).await;
     assert_eq!(env.cfg.smtp_refusals, SmtpRefusals::Discard);
@@ -236,7 +237,7 @@ async fn gate_refusals_are_silent_by_default(b: Backend) {
             ["cmd", "MAIL FROM:<a@x.test>"],
             ["cmd", "RCPT TO:<john@doe.test>"],
             ["data_file", jane],
-            // Unknown recipients are still 550 (the MX says as much).
+            // Unknown recipients are taken as known ones are.
             ["cmd", "MAIL FROM:<a@x.test>"],
             ["cmd", "RCPT TO:<nobody@doe.test>"],
             ["cmd", "RSET"],
@@ -251,12 +252,11 @@ async fn gate_refusals_are_silent_by_default(b: Backend) {
     assert_eq!(
         codes,
         [
-            250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 550, 250, 250, 250, 451
+            250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 250, 451
         ],
         "{r:?}"
     );
-    assert!(r[3][1].as_str().unwrap().contains("Queued as 1"), "{r:?}");
-    for i in [6, 9] {
+    for i in [3, 6, 9] {
         let text = r[i][1].as_str().unwrap();
         assert_eq!(text, "2.0.0 OK", "a discarded refusal says nothing: {r:?}");
     }
@@ -274,6 +274,87 @@ async fn gate_refusals_are_silent_by_default(b: Backend) {
             "{c} not counted: {after}"
         );
     }
+    let _ = stop.send(true);
+    env.teardown().await;
+}
+
+both!(unknown_recipients_are_answered_alike);
+/// §5.2.1 "Silence", §9: by default a mailbox with no registered agent
+/// gets exactly the answers a registered one gets (RCPT 250, DATA 250 with
+/// no queue number), so a bounce can never tell a sender whether an
+/// address has an agent; the mail is dropped and counted. Whether the
+/// message is admitted or refused by the gate, the sender sees the same.
+async fn unknown_recipients_are_answered_alike(b: Backend) {
+    let mut env = Env::new(b, |_| {}).await;
+    assert_eq!(env.cfg.smtp_unknown_recipients, UnknownRecipients::Accept);
+    env.enroll(&recipient_agent(), MAILBOX).await;
+    let (addr, stop) = listen(&env).await;
+    let before = metrics_text(&env).await;
+    let to_john = write_mail(&env, "john.eml", &probe(ID));
+    let to_jane = write_mail(
+        &env,
+        "jane.eml",
+        &probe_mail(ID2, "jane@doe.test", SENDER, TS, TransferEncoding::Base64),
+    );
+    let session = |rcpt: &str, mail: &str| {
+        json!([
+            ["ehlo", "x.test"],
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", format!("RCPT TO:<{rcpt}>")],
+            ["data_file", mail],
+            // A gate refusal for the registered mailbox: the same mail again.
+            ["cmd", "MAIL FROM:<a@x.test>"],
+            ["cmd", format!("RCPT TO:<{rcpt}>")],
+            ["data_file", mail],
+        ])
+    };
+    let known = client(addr, session(MAILBOX, &to_john)).await;
+    let unknown = client(addr, session("jane@doe.test", &to_jane)).await;
+    let replies = |r: &[Value]| -> Vec<(i64, Value)> {
+        r[1..].iter().map(|s| (code(s), s[1].clone())).collect()
+    };
+    assert_eq!(
+        replies(&known),
+        replies(&unknown),
+        "{known:?} / {unknown:?}"
+    );
+    assert_eq!(
+        replies(&known),
+        vec![
+            (250, json!("2.1.0 OK")),
+            (250, json!("2.1.5 OK")),
+            (250, json!("2.0.0 OK")),
+            (250, json!("2.1.0 OK")),
+            (250, json!("2.1.5 OK")),
+            (250, json!("2.0.0 OK")),
+        ]
+    );
+    // Only the registered mailbox's first message was queued.
+    assert_eq!(inbox(&mut env).await.len(), 1);
+    let after = metrics_text(&env).await;
+    assert!(
+        discarded(&after, "not_for_mailbox") >= discarded(&before, "not_for_mailbox") + 2,
+        "mail for nobody is counted: {after}"
+    );
+    let _ = stop.send(true);
+    env.teardown().await;
+
+    // The operator's opt-in keeps the difference: 550 5.1.1 at RCPT.
+    let env = Env::new(b, |c| {
+        c.smtp_unknown_recipients = UnknownRecipients::Reject;
+    })
+    .await;
+    let (addr, stop) = listen(&env).await;
+    let to_jane = write_mail(
+        &env,
+        "jane.eml",
+        &probe_mail(ID2, "jane@doe.test", SENDER, TS, TransferEncoding::Base64),
+    );
+    let r = client(addr, session("jane@doe.test", &to_jane)).await;
+    assert_eq!(
+        (code(&r[2]), r[2][1].clone()),
+        (550, json!("5.1.1 No such mailbox here"))
+    );
     let _ = stop.send(true);
     env.teardown().await;
 }
@@ -311,7 +392,11 @@ async fn oversize_data_is_refused_552(b: Backend) {
 
 both!(one_known_recipient_only);
 async fn one_known_recipient_only(b: Backend) {
-    let mut env = Env::new(b, |_| {}).await;
+    // The operator's opt-in: unknown recipients refused at RCPT.
+    let mut env = Env::new(b, |c| {
+        c.smtp_unknown_recipients = UnknownRecipients::Reject;
+    })
+    .await;
     env.enroll(&recipient_agent(), MAILBOX).await;
     let (addr, stop) = listen(&env).await;
     let r = client(

@@ -12,6 +12,14 @@ use crate::{Error, Result};
 /// SPEC §6.4) and a card (16 KiB, §4.3) inline; ntfy's is 4,096 bytes.
 pub const DEFAULT_MESSAGE_SIZE_LIMIT: usize = 64 * 1024;
 
+/// Room for the MQTT fixed header, topic and properties above the body limit.
+pub const PACKET_OVERHEAD: usize = 1024;
+
+/// Segments of the embedded broker's per-filter log: the oldest segment is
+/// dropped whole, so more segments keep the window closer to
+/// `filter_log_bytes`.
+pub const FILTER_LOG_SEGMENTS: usize = 8;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -180,6 +188,18 @@ pub struct LimitsConfig {
     /// Concurrent MQTT connections per visitor on the embedded broker,
     /// checked before a byte is read (issue #5).
     pub mqtt_connections_per_visitor: u32,
+    /// MQTT's own bucket per visitor (issue #14), apart from HTTP's: one
+    /// token per PUBLISH or SUBSCRIBE on the embedded broker. Past it the
+    /// broker stops reading that connection until a token is back (the
+    /// publisher is slowed, not disconnected). Burst: a queue of this many
+    /// publications flushed at once passes at full speed.
+    pub mqtt_publish_burst: u32,
+    /// Tokens back per second in each visitor's MQTT bucket.
+    pub mqtt_publish_per_sec: u32,
+    /// Global MQTT ceiling over all visitors: PUBLISH and SUBSCRIBE packets
+    /// per second, and burst; past it every publisher is slowed alike.
+    pub mqtt_global_publish_per_sec: u32,
+    pub mqtt_global_publish_burst: u32,
     /// A subscriber that has not taken a message for this long is dropped.
     pub subscriber_write_timeout_secs: u64,
     /// Live messages buffered for a subscriber that lags (then it catches up
@@ -199,6 +219,11 @@ impl Default for LimitsConfig {
             global_burst: 4000,
             max_subscribers: 10_000,
             mqtt_connections_per_visitor: 50,
+            // docs/relay-bridge.md "MQTT access and limits" says why these.
+            mqtt_publish_burst: 2_000,
+            mqtt_publish_per_sec: 200,
+            mqtt_global_publish_per_sec: 20_000,
+            mqtt_global_publish_burst: 40_000,
             subscriber_write_timeout_secs: 30,
             broadcast_capacity: 4096,
         }
@@ -282,6 +307,17 @@ impl Config {
         if self.limits.global_requests_per_sec == 0 || self.limits.request_replenish_ms == 0 {
             return Err(Error::Config("limits: rates must be positive".into()));
         }
+        let l = &self.limits;
+        for (key, n) in [
+            ("mqtt_publish_burst", l.mqtt_publish_burst),
+            ("mqtt_publish_per_sec", l.mqtt_publish_per_sec),
+            ("mqtt_global_publish_per_sec", l.mqtt_global_publish_per_sec),
+            ("mqtt_global_publish_burst", l.mqtt_global_publish_burst),
+        ] {
+            if n == 0 {
+                return Err(Error::Config(format!("limits.{key} must be at least 1")));
+            }
+        }
         if self.limits.mqtt_connections_per_visitor == 0 {
             return Err(Error::Config(
                 "limits.mqtt_connections_per_visitor must be at least 1".into(),
@@ -303,12 +339,12 @@ impl Config {
                 "mqtt.mode = external needs mqtt.external_url".into(),
             ));
         }
-        let segment = self.limits.message_size_limit + crate::mqtt::PACKET_OVERHEAD;
-        if self.mqtt.filter_log_bytes / crate::mqtt::FILTER_LOG_SEGMENTS < segment {
+        let segment = self.limits.message_size_limit + PACKET_OVERHEAD;
+        if self.mqtt.filter_log_bytes / FILTER_LOG_SEGMENTS < segment {
             return Err(Error::Config(format!(
                 "mqtt.filter_log_bytes must be at least {} ({} segments of one largest message)",
-                segment * crate::mqtt::FILTER_LOG_SEGMENTS,
-                crate::mqtt::FILTER_LOG_SEGMENTS
+                segment * FILTER_LOG_SEGMENTS,
+                FILTER_LOG_SEGMENTS
             )));
         }
         if self.mqtt.prefix.contains(['#', '+']) {
@@ -354,6 +390,48 @@ mod tests {
         assert!(Config::from_toml("[cache]\nqueue_bytes = 65536\n").is_ok());
     }
 
+    /// MQTT has limits of its own (issue #14), fit for a client flushing a
+    /// queue, and HTTP keeps ntfy's; they are set in `[limits]` (the
+    /// environment's `RDV_BRIDGE_LIMITS__MQTT_…` goes through the same
+    /// keys), and a zero rate or burst is refused by name.
+    #[test]
+    fn mqtt_limits_are_their_own() {
+        let d = LimitsConfig::default();
+        assert_eq!((d.request_burst, d.request_replenish_ms), (60, 5000));
+        assert_eq!((d.global_requests_per_sec, d.global_burst), (2000, 4000));
+        assert!(
+            d.mqtt_publish_burst >= 1_000,
+            "a queue of 1,000 passes at once"
+        );
+        assert!(d.mqtt_global_publish_burst >= d.mqtt_publish_burst);
+        let c = Config::from_toml(
+            "[limits]\nmqtt_publish_burst = 7\nmqtt_publish_per_sec = 3\n\
+             mqtt_global_publish_per_sec = 11\nmqtt_global_publish_burst = 13\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.limits.mqtt_publish_burst,
+                c.limits.mqtt_publish_per_sec,
+                c.limits.mqtt_global_publish_per_sec,
+                c.limits.mqtt_global_publish_burst
+            ),
+            (7, 3, 11, 13)
+        );
+        assert_eq!(c.limits.request_burst, 60, "HTTP untouched");
+        for key in [
+            "mqtt_publish_burst",
+            "mqtt_publish_per_sec",
+            "mqtt_global_publish_per_sec",
+            "mqtt_global_publish_burst",
+        ] {
+            let e = Config::from_toml(&format!("[limits]\n{key} = 0\n")).unwrap_err();
+            assert!(e.to_string().contains(key), "{key}: {e}");
+        }
+        let e = Config::from_toml("[limits]\nmqtt_publish_rate = 5\n").unwrap_err();
+        assert!(e.to_string().contains("mqtt_publish_rate"), "{e}");
+    }
+
     #[test]
     fn filter_log_holds_eight_largest_messages() {
         // 8 segments of 64 KiB + 1 KiB overhead each.
@@ -376,5 +454,10 @@ mod tests {
         let text = std::fs::read_to_string(dir.join("config.toml")).unwrap();
         let c = Config::from_toml(&text).unwrap();
         assert_eq!(c.mqtt.mode, MqttMode::Embedded);
+        assert_eq!(
+            c.limits,
+            LimitsConfig::default(),
+            "the sample's [limits] shows the defaults, MQTT's buckets too"
+        );
     }
 }

@@ -28,7 +28,7 @@ use utoipa::OpenApi;
 use crate::auth::{Auth, Denied, Perm};
 use crate::hub::{Draft, Hub, Item, Origin, SubRequest};
 use crate::limits::{Limited, Limits, SubGuard, Visitor};
-use crate::message::{Event, Filters, Message, parse_priority};
+use crate::message::{Event, Filters, Message, UnixTime as _, parse_priority};
 use crate::{since, topic};
 
 /// Everything a handler needs.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use crate::message::{Clock, Event, Filters, Message, new_id};
+use crate::message::{Clock, Event, Filters, Message, UnixTime as _, new_id};
 use crate::since::Since;
 use crate::store::Store;
 use crate::{Error, Result};

@@ -2,8 +2,9 @@
 //! IPv4 address, or an IPv6 /64) a request bucket, open subscriptions and
 //! bytes per day; and a global ceiling. Refusals carry a reason and, where
 //! waiting helps, a `Retry-After`. HTTP and the embedded MQTT broker share
-//! one `Limits`: a visitor's buckets are the same on both; MQTT adds a cap
-//! on concurrent connections.
+//! one `Limits`: a visitor's subscriptions and bytes per day are the same on
+//! both. MQTT adds a cap on concurrent connections and has a packet bucket
+//! of its own (issue #14), which slows a publisher instead of refusing it.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -16,7 +17,7 @@ use governor::clock::Clock as _;
 use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::LimitsConfig;
-use crate::message::Clock;
+use crate::message::{Clock, UnixTime as _};
 
 /// A visitor: an IPv4 address or an IPv6 /64 (IPv4-mapped IPv6 is IPv4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,6 +90,78 @@ pub struct Limited {
     pub retry_after_secs: u64,
 }
 
+/// Which MQTT bucket held a packet back (issue #14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlowedBy {
+    /// The visitor's own (`mqtt_publish_burst`, `mqtt_publish_per_sec`).
+    Visitor,
+    /// The global one (`mqtt_global_publish_*`).
+    Global,
+}
+
+impl SlowedBy {
+    pub fn metric(self) -> &'static str {
+        match self {
+            SlowedBy::Visitor => "visitor",
+            SlowedBy::Global => "global",
+        }
+    }
+}
+
+/// An MQTT packet that must wait: no token was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slowed {
+    pub by: SlowedBy,
+    pub wait: Duration,
+}
+
+/// A GCRA token bucket over the injected clock (nanoseconds): `burst`
+/// tokens, one back every `interval`. Its state is one number, the
+/// theoretical arrival time (`tat`) of the next token; a bucket whose `tat`
+/// is past is full, so only buckets in use need to be kept.
+#[derive(Debug, Clone, Copy)]
+struct Gcra {
+    interval: i128,
+    /// How far `tat` may run ahead of now: (burst − 1) intervals.
+    tolerance: i128,
+}
+
+impl Gcra {
+    fn new(per_sec: u32, burst: u32) -> Gcra {
+        let interval = (1_000_000_000 / i128::from(per_sec.max(1))).max(1);
+        Gcra {
+            interval,
+            tolerance: interval * i128::from(burst.max(1) - 1),
+        }
+    }
+
+    /// `tat` seen from `now`. A clock stepped back leaves at most an empty
+    /// bucket (one interval to wait), never a long stall.
+    fn clamp(&self, tat: i128, now: i128) -> i128 {
+        tat.clamp(now, now + self.tolerance + self.interval)
+    }
+
+    /// Nanoseconds until a token is free (0: one is).
+    fn wait(&self, tat: i128, now: i128) -> i128 {
+        (self.clamp(tat, now) - self.tolerance - now).max(0)
+    }
+
+    /// The `tat` after taking a token (only when `wait` is 0).
+    fn take(&self, tat: i128, now: i128) -> i128 {
+        self.clamp(tat, now) + self.interval
+    }
+}
+
+/// The MQTT buckets: per visitor, and the global one.
+#[derive(Debug, Default)]
+struct MqttBuckets {
+    visitors: HashMap<Visitor, i128>,
+    global: i128,
+}
+
+/// Most visitors' MQTT buckets kept; past it, full ones are forgotten.
+const MQTT_BUCKETS_MAX: usize = 100_000;
+
 /// The limiter state.
 pub struct Limits {
     cfg: LimitsConfig,
@@ -100,6 +173,9 @@ pub struct Limits {
     bytes: Mutex<HashMap<Visitor, (i64, u64)>>,
     /// Open MQTT connections per visitor.
     conns: Mutex<HashMap<Visitor, u32>>,
+    mqtt_visitor: Gcra,
+    mqtt_global: Gcra,
+    mqtt: Mutex<MqttBuckets>,
 }
 
 impl std::fmt::Debug for Limits {
@@ -121,6 +197,12 @@ impl Limits {
         let gq =
             Quota::per_second(nz(cfg.global_requests_per_sec)).allow_burst(nz(cfg.global_burst));
         Arc::new(Limits {
+            mqtt_visitor: Gcra::new(cfg.mqtt_publish_per_sec, cfg.mqtt_publish_burst),
+            mqtt_global: Gcra::new(
+                cfg.mqtt_global_publish_per_sec,
+                cfg.mqtt_global_publish_burst,
+            ),
+            mqtt: Mutex::new(MqttBuckets::default()),
             visitors: RateLimiter::keyed(vq),
             global: RateLimiter::direct(gq),
             cfg,
@@ -159,8 +241,45 @@ impl Limits {
         Ok(())
     }
 
+    /// One MQTT packet (PUBLISH or SUBSCRIBE) of `v` (issue #14): a token
+    /// from the visitor's MQTT bucket and one from the global MQTT bucket,
+    /// both or neither. `Err` says how long to wait; the broker holds the
+    /// packet and stops reading the connection until then.
+    pub fn mqtt_packet(&self, v: Visitor) -> Result<(), Slowed> {
+        let now = i128::from(self.clock.now_us()) * 1000;
+        let mut b = self.mqtt.lock().unwrap_or_else(|p| p.into_inner());
+        let tat = b.visitors.get(&v).copied().unwrap_or(now);
+        let slowed = |by, ns: i128| Slowed {
+            by,
+            wait: Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)),
+        };
+        let w = self.mqtt_visitor.wait(tat, now);
+        if w > 0 {
+            return Err(slowed(SlowedBy::Visitor, w));
+        }
+        let w = self.mqtt_global.wait(b.global, now);
+        if w > 0 {
+            return Err(slowed(SlowedBy::Global, w));
+        }
+        b.global = self.mqtt_global.take(b.global, now);
+        if b.visitors.len() >= MQTT_BUCKETS_MAX && !b.visitors.contains_key(&v) {
+            b.visitors.retain(|_, t| *t > now);
+        }
+        b.visitors.insert(v, self.mqtt_visitor.take(tat, now));
+        Ok(())
+    }
+
+    /// Whether `n` more bytes fit in the visitor's day, spending nothing.
+    pub fn bytes_fit(&self, v: Visitor, n: u64) -> Result<(), Limited> {
+        self.bytes(v, n, false)
+    }
+
     /// Counts `n` published bytes against the visitor's day (UTC).
     pub fn spend_bytes(&self, v: Visitor, n: u64) -> Result<(), Limited> {
+        self.bytes(v, n, true)
+    }
+
+    fn bytes(&self, v: Visitor, n: u64, spend: bool) -> Result<(), Limited> {
         let now = self.clock.now_secs();
         let day = now.div_euclid(86_400);
         let mut map = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
@@ -178,7 +297,9 @@ impl Limits {
                 retry_after_secs: u64::try_from(left.max(1)).unwrap_or(1),
             });
         }
-        e.1 += n;
+        if spend {
+            e.1 += n;
+        }
         Ok(())
     }
 
@@ -233,6 +354,10 @@ impl Limits {
     pub fn housekeeping(&self) {
         self.visitors.retain_recent();
         self.visitors.shrink_to_fit();
+        let now = i128::from(self.clock.now_us()) * 1000;
+        let mut b = self.mqtt.lock().unwrap_or_else(|p| p.into_inner());
+        b.visitors.retain(|_, t| *t > now);
+        b.visitors.shrink_to_fit();
     }
 }
 
@@ -279,12 +404,12 @@ impl Drop for SubGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::ManualClock;
+    use crate::message::{ManualClock, unix_us};
 
     fn limits(f: impl FnOnce(&mut LimitsConfig)) -> (Arc<Limits>, Arc<ManualClock>) {
         let mut c = LimitsConfig::default();
         f(&mut c);
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000_000));
+        let clock = Arc::new(ManualClock::new(unix_us(1_700_000_000_000_000)));
         (Limits::new(c, clock.clone()), clock)
     }
 
@@ -334,6 +459,111 @@ mod tests {
         assert_eq!(e.refusal, Refusal::GlobalRate);
     }
 
+    /// The MQTT bucket (issue #14): a burst passes at once, then one
+    /// packet per interval, with the wait told exactly and nothing taken
+    /// while waiting; it is per visitor, apart from HTTP's bucket, and the
+    /// global one holds everyone. Time is the injected clock.
+    #[test]
+    fn mqtt_bucket_paces_and_takes_nothing_while_waiting() {
+        let (l, clock) = limits(|c| {
+            c.mqtt_publish_burst = 3;
+            c.mqtt_publish_per_sec = 4; // one every 250 ms
+            c.request_burst = 1;
+            c.request_replenish_ms = 3_600_000;
+        });
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        let b = Visitor::of("10.0.0.2".parse().unwrap());
+        for _ in 0..3 {
+            l.mqtt_packet(a).unwrap();
+        }
+        let s = l.mqtt_packet(a).unwrap_err();
+        assert_eq!(s.by, SlowedBy::Visitor);
+        assert_eq!(s.wait, Duration::from_millis(250));
+        // Asking again takes nothing: the wait shrinks only with time.
+        clock.advance(time::Duration::milliseconds(100));
+        assert_eq!(
+            l.mqtt_packet(a).unwrap_err().wait,
+            Duration::from_millis(150)
+        );
+        clock.advance(time::Duration::milliseconds(150));
+        l.mqtt_packet(a).unwrap();
+        assert_eq!(
+            l.mqtt_packet(a).unwrap_err().wait,
+            Duration::from_millis(250)
+        );
+        // Another visitor has its own bucket; HTTP's is another one.
+        l.mqtt_packet(b).unwrap();
+        l.request(a).unwrap();
+        assert_eq!(l.request(a).unwrap_err().refusal, Refusal::RequestRate);
+        l.mqtt_packet(b).unwrap();
+        // An idle bucket refills to its burst, no further.
+        clock.advance(time::Duration::seconds(3600));
+        for _ in 0..3 {
+            l.mqtt_packet(a).unwrap();
+        }
+        assert!(l.mqtt_packet(a).is_err());
+        // Housekeeping forgets full buckets only.
+        l.housekeeping();
+        assert!(l.mqtt_packet(a).is_err(), "a's bucket is still empty");
+    }
+
+    #[test]
+    fn mqtt_global_bucket_holds_every_visitor() {
+        let (l, clock) = limits(|c| {
+            c.mqtt_global_publish_burst = 2;
+            c.mqtt_global_publish_per_sec = 10;
+        });
+        let v = |i: u8| Visitor::of(std::net::IpAddr::from([10, 0, 0, i]));
+        l.mqtt_packet(v(1)).unwrap();
+        l.mqtt_packet(v(2)).unwrap();
+        let s = l.mqtt_packet(v(3)).unwrap_err();
+        assert_eq!(s.by, SlowedBy::Global);
+        assert_eq!(s.wait, Duration::from_millis(100));
+        clock.advance(time::Duration::milliseconds(100));
+        l.mqtt_packet(v(3)).unwrap();
+        // A global wait took no token from the visitor's own bucket.
+        let (l2, clock2) = limits(|c| {
+            c.mqtt_global_publish_burst = 1;
+            c.mqtt_global_publish_per_sec = 1;
+            c.mqtt_publish_burst = 1;
+            c.mqtt_publish_per_sec = 1;
+        });
+        l2.mqtt_packet(v(1)).unwrap();
+        for _ in 0..3 {
+            assert_eq!(l2.mqtt_packet(v(2)).unwrap_err().by, SlowedBy::Global);
+        }
+        clock2.advance(time::Duration::seconds(1));
+        l2.mqtt_packet(v(2)).unwrap();
+    }
+
+    /// A clock stepped back leaves one interval to wait, not the step.
+    #[test]
+    fn mqtt_bucket_survives_a_clock_stepped_back() {
+        let (l, clock) = limits(|c| {
+            c.mqtt_publish_burst = 1;
+            c.mqtt_publish_per_sec = 10;
+        });
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        l.mqtt_packet(a).unwrap();
+        clock.advance(time::Duration::seconds(-3600));
+        assert!(l.mqtt_packet(a).unwrap_err().wait <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn bytes_fit_spends_nothing() {
+        let (l, _) = limits(|c| c.bytes_per_day = 100);
+        let a = Visitor::of("10.0.0.1".parse().unwrap());
+        for _ in 0..5 {
+            l.bytes_fit(a, 100).unwrap();
+        }
+        assert_eq!(
+            l.bytes_fit(a, 101).unwrap_err().refusal,
+            Refusal::BytesPerDay
+        );
+        l.spend_bytes(a, 100).unwrap();
+        assert!(l.bytes_fit(a, 1).is_err());
+    }
+
     #[test]
     fn bytes_per_day_resets_at_midnight() {
         let (l, clock) = limits(|c| c.bytes_per_day = 100);
@@ -343,7 +573,7 @@ mod tests {
         assert_eq!(e.refusal, Refusal::BytesPerDay);
         l.spend_bytes(Visitor::of("10.0.0.2".parse().unwrap()), 60)
             .unwrap();
-        clock.advance_secs(86_400);
+        clock.advance(time::Duration::seconds(86_400));
         l.spend_bytes(a, 60).unwrap();
     }
 

@@ -10,46 +10,30 @@ use serde::{Deserialize, Serialize};
 pub const ID_LEN: usize = 12;
 const ID_ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
-/// The clock, injected so expiry and limits are testable without waiting.
-pub trait Clock: Send + Sync + 'static {
-    /// Microseconds since the Unix epoch.
+/// The injected clock is service-kit's (issue #14, "Written once"), so
+/// expiry and limits are testable without waiting.
+pub use rdv_service_kit::clock::{Clock, ManualClock, SystemClock};
+
+/// The clock read as the bridge keeps time: microseconds and seconds since
+/// the Unix epoch (message keys, `time`, expiry, the limits' buckets).
+pub trait UnixTime {
     fn now_us(&self) -> i64;
     fn now_secs(&self) -> i64 {
         self.now_us().div_euclid(1_000_000)
     }
 }
 
-/// The system clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
+impl<C: Clock + ?Sized> UnixTime for C {
     fn now_us(&self) -> i64 {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+        i64::try_from(self.now().unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX)
     }
 }
 
-/// A clock tests move by hand.
-#[derive(Debug, Default)]
-pub struct ManualClock(pub std::sync::atomic::AtomicI64);
-
-impl ManualClock {
-    pub fn new(us: i64) -> Self {
-        Self(std::sync::atomic::AtomicI64::new(us))
-    }
-    pub fn advance_secs(&self, s: i64) {
-        self.0
-            .fetch_add(s * 1_000_000, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_us(&self) -> i64 {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
-    }
+/// The instant `us` microseconds after the Unix epoch (for a
+/// [`ManualClock`]; out of range: the epoch).
+pub fn unix_us(us: i64) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(us) * 1000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 /// A fresh message id from the given randomness.

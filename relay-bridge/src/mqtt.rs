@@ -13,18 +13,12 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::auth::{Auth, MqttClient, Perm};
-use crate::config::MqttConfig;
+use crate::config::{FILTER_LOG_SEGMENTS, MqttConfig, PACKET_OVERHEAD};
 use crate::hub::{Draft, Hub, Item, Origin};
-use crate::limits::{ConnGuard, Limited, Limits, SubGuard, Visitor};
+use crate::limits::{ConnGuard, Limited, Limits, Slowed, SubGuard, Visitor};
+use crate::message::UnixTime as _;
 use crate::{Error, Result, topic};
 use rumqttd::gate::{ConnectionGate, LinkGate, Verdict};
-
-/// Room for the MQTT fixed header, topic and properties above the body limit.
-pub const PACKET_OVERHEAD: usize = 1024;
-
-/// Segments of the broker's per-filter log: the oldest segment is dropped
-/// whole, so more segments keep the window closer to `filter_log_bytes`.
-pub const FILTER_LOG_SEGMENTS: usize = 8;
 
 /// The addresses the embedded broker listens on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -225,9 +219,10 @@ fn reserve(addr: SocketAddr) -> Result<SocketAddr> {
 
 /// The embedded broker's connection gate (issue #5; the hook is the rdv
 /// patch in vendor/rumqttd/PATCHES.md): a visitor's MQTT connections, and
-/// their publications and subscriptions, are held to the same token ACLs and
-/// the same visitor limits as HTTP. Only sockets pass here: the bridge's own
-/// link is in-process and never gated.
+/// their publications and subscriptions, are held to the same token ACLs,
+/// subscription slots and bytes per day as HTTP, and to MQTT's own packet
+/// buckets (issue #14), which slow a publisher rather than close it. Only
+/// sockets pass here: the bridge's own link is in-process and never gated.
 #[derive(Clone)]
 pub struct Gate {
     auth: Arc<Auth>,
@@ -323,11 +318,13 @@ impl Link {
         ok
     }
 
-    fn request(&self) -> Option<Verdict> {
+    /// One token from the visitor's MQTT bucket and the global one, or how
+    /// long the broker holds the packet (and stops reading the connection).
+    fn pace(&self) -> Option<Verdict> {
         let l = self.gate.limits.as_ref()?;
-        l.request(self.v).err().map(|e| {
-            refuse(e);
-            Verdict::RateTooHigh
+        l.mqtt_packet(self.v).err().map(|Slowed { by, wait }| {
+            metrics::counter!("rdv_bridge_mqtt_slowed_total", "limit" => by.metric()).increment(1);
+            Verdict::Wait(wait)
         })
     }
 }
@@ -350,8 +347,9 @@ impl LinkGate for Link {
         }
     }
 
-    /// ACL, then one request from the visitor's bucket, then the payload
-    /// against its bytes per day.
+    /// ACL; then a spent day closes the connection (the one quota that
+    /// waiting does not help, v5 DISCONNECT 0x97); then the MQTT buckets
+    /// (over them: wait, nothing spent); then the bytes are spent.
     fn publish(
         &mut self,
         topic: &[u8],
@@ -362,25 +360,33 @@ impl LinkGate for Link {
         if !self.allows(Perm::Write, &topic) {
             return Verdict::NotAuthorized;
         }
-        if let Some(v) = self.request() {
+        let Some(l) = &self.gate.limits else {
+            return Verdict::Allow;
+        };
+        let n = payload_len as u64;
+        if let Err(e) = l.bytes_fit(self.v, n) {
+            refuse(e);
+            return Verdict::QuotaExceeded;
+        }
+        if let Some(v) = self.pace() {
             return v;
         }
-        if let Some(l) = &self.gate.limits
-            && let Err(e) = l.spend_bytes(self.v, payload_len as u64)
-        {
+        // HTTP may have spent the day meanwhile.
+        if let Err(e) = l.spend_bytes(self.v, n) {
             refuse(e);
             return Verdict::QuotaExceeded;
         }
         Verdict::Allow
     }
 
-    /// All filters or none: the ACL of each, one request for the packet,
-    /// and a subscription slot per filter not yet subscribed.
+    /// All filters or none: the ACL of each, one token of the MQTT buckets
+    /// for the packet (over them: wait), and a subscription slot per filter
+    /// not yet subscribed.
     fn subscribe(&mut self, filters: &[&str]) -> Verdict {
         if !filters.iter().all(|f| self.allows(Perm::Read, f)) {
             return Verdict::NotAuthorized;
         }
-        if let Some(v) = self.request() {
+        if let Some(v) = self.pace() {
             return v;
         }
         let mut new: HashMap<String, Option<SubGuard>> = HashMap::new();
@@ -765,12 +771,16 @@ mod tests {
             mqtt_connections_per_visitor: 2,
             request_burst: 8,
             request_replenish_ms: 3_600_000,
+            mqtt_publish_burst: 6,
+            mqtt_publish_per_sec: 1,
             bytes_per_day: 100,
             subscriptions_per_visitor: 1,
             ..LimitsConfig::default()
         };
-        let clock = Arc::new(crate::message::ManualClock::new(1_700_000_000_000_000));
-        let limits = Limits::new(cfg, clock);
+        let clock = Arc::new(crate::message::ManualClock::new(crate::message::unix_us(
+            1_700_000_000_000_000,
+        )));
+        let limits = Limits::new(cfg, clock.clone());
         let gate = Gate::new(
             Arc::new(Auth::new(&AuthConfig::default())),
             Some(limits.clone()),
@@ -786,17 +796,35 @@ mod tests {
         assert!(gate.accept(peer("2001:db8::3")).is_none());
         let mut b1 = gate.accept(peer("10.0.0.2")).unwrap();
         assert!(a1.connect("a", None) && b1.connect("b", None));
-        // Requests: two accepts spent two of 10.0.0.1's eight tokens.
+        // MQTT packets: six at once, then a wait of one second (the
+        // injected clock does not move), and nothing spent while waiting.
         for _ in 0..6 {
             assert_eq!(a1.publish(b"t", 1, QoS::AtMostOnce), Verdict::Allow);
         }
-        assert_eq!(a1.publish(b"t", 1, QoS::AtMostOnce), Verdict::RateTooHigh);
+        for _ in 0..3 {
+            assert_eq!(
+                a1.publish(b"t", 1, QoS::AtMostOnce),
+                Verdict::Wait(std::time::Duration::from_secs(1))
+            );
+        }
+        assert_eq!(
+            a1.subscribe(&["z"]),
+            Verdict::Wait(std::time::Duration::from_secs(1))
+        );
         assert_eq!(b1.publish(b"t", 10, QoS::AtMostOnce), Verdict::Allow);
-        // Bytes: 10.0.0.2 has 90 left.
+        // Bytes: 10.0.0.2 has 90 left; the waits above spent none of
+        // 10.0.0.1's 94.
         assert_eq!(
             b1.publish(b"t", 91, QoS::AtMostOnce),
             Verdict::QuotaExceeded
         );
+        // A spent day closes even while the bucket would make it wait.
+        assert_eq!(
+            a1.publish(b"t", 95, QoS::AtMostOnce),
+            Verdict::QuotaExceeded
+        );
+        clock.advance(time::Duration::seconds(1));
+        assert_eq!(a1.publish(b"t", 94, QoS::AtMostOnce), Verdict::Allow);
         // Subscriptions: one per visitor, all or none per packet.
         assert_eq!(b1.subscribe(&["x", "y"]), Verdict::QuotaExceeded);
         let mut b2 = gate.accept(peer("10.0.0.2")).unwrap();

@@ -14,7 +14,7 @@ use crate::config::{Config, MqttMode};
 use crate::http::{AppState, app};
 use crate::hub::{Hub, HubOptions};
 use crate::limits::Limits;
-use crate::message::Clock;
+use crate::message::{Clock, UnixTime as _};
 use crate::mqtt::MqttAddrs;
 use crate::store::Store;
 

@@ -45,23 +45,9 @@ pub fn parse(s: &str, now_secs: i64) -> Result<Since, &'static str> {
     Err("invalid since")
 }
 
-/// `<n><s|m|h|d>` in seconds (also used by the config).
-pub fn parse_duration(s: &str) -> Option<i64> {
-    // Checked: the last byte may be inside a multi-byte character (`10ђ`).
-    let (num, unit) = s.split_at_checked(s.len().checked_sub(1)?)?;
-    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: i64 = num.parse().ok()?;
-    let mul = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => return None,
-    };
-    n.checked_mul(mul)
-}
+/// `<n><s|m|h|d>` in seconds (also used by the config): the core's one
+/// duration syntax.
+pub use rdv_proto::time::parse_duration;
 
 #[cfg(test)]
 mod tests {

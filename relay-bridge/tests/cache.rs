@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Backend, Bridge, Db, Proc, curl, curl_json, lines};
-use rdv_relay_bridge::message::{Clock as _, Message, SystemClock};
+use rdv_relay_bridge::message::{Message, SystemClock, UnixTime as _};
 use rdv_relay_bridge::since::Since;
 use rdv_relay_bridge::store::Store;
 

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use common::{Backend, Bridge, Proc, curl, curl_json, lines, tool};
 use rdv_relay_bridge::config::DefaultAccess;
 use rdv_relay_bridge::config::TokenConfig;
-use rdv_relay_bridge::message::{Clock, SystemClock};
+use rdv_relay_bridge::message::{Clock, SystemClock, UnixTime as _};
 
 fn poll(b: &Bridge, path_and_query: &str) -> Vec<serde_json::Value> {
     let (code, body) = curl(&[&format!("{}/{path_and_query}", b.http())]);

@@ -95,7 +95,7 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                "http_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n[flows]\nmail_domain = \"gw.test\"\n",
+                "http_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n[flows]\nmail_domain = \"gw.test\"\npublic_url = \"https://gw.test\"\n",
                 dir.path().join("data").display()
             ),
         )
@@ -550,6 +550,14 @@ fn invite_limit_and_opt_out() {
     let mail = gw.one_mail("[RDV-INVITE]");
     assert!(mail.contains("Hi Dana, it's Alice."), "{mail}");
     assert!(mail.contains("the school parents' list"), "{mail}");
+    // Stated once, by the gateway, with the explainer link (§5.2.2).
+    let unfolded = mail.replace("=\r\n", "").replace("=\n", "");
+    assert_eq!(
+        unfolded.matches("Where I got your address").count(),
+        1,
+        "{mail}"
+    );
+    assert!(unfolded.contains("https://gw.test/v1/about"), "{mail}");
 
     // One pending invite per address.
     let err = alice.fail(&["contact", "invite", "Dana@D.test", "--source", "again"]);

@@ -168,3 +168,78 @@ fn publish_lookup_remove_from_the_terminal() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A newcomer's first try (issue #14): `serve --data-dir D` on an empty `D`
+/// creates the key (0600) and serves under it; a key file the operator
+/// named and that is missing is refused, naming it, and nothing is created.
+#[test]
+fn first_serve_creates_the_key_and_a_named_missing_key_file_is_refused() {
+    let dir = rdv_e2e::TempDir::new("dir-first-serve");
+    let data = dir.path().join("data");
+    let mut serve = Command::new(bin("rdv-directory"));
+    serve.args([
+        "--data-dir",
+        data.to_str().unwrap(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let server = start_server(serve);
+    let key_file = data.join("oprf-keys.json");
+    let meta = std::fs::metadata(&key_file).expect("key file created on first start");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+    let served = |url: &str| {
+        let keys = run(
+            Command::new("curl").args(["-sf", &format!("{url}/v1/keys")]),
+            b"",
+        );
+        let listed: Value = serde_json::from_slice(&keys.stdout).expect("keys JSON");
+        let ids: Vec<String> = listed["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .map(|k| k["id"].as_str().expect("id").to_string())
+            .collect();
+        ids
+    };
+    let first = served(&server.url);
+    assert_eq!(first.len(), 1, "one fresh key: {first:?}");
+    drop(server);
+    // The next start serves the key it created, not another one.
+    let mut again = Command::new(bin("rdv-directory"));
+    again.args([
+        "--data-dir",
+        data.to_str().unwrap(),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let server = start_server(again);
+    assert_eq!(served(&server.url), first);
+    drop(server);
+
+    let missing = dir.path().join("elsewhere").join("keys.json");
+    let o = run(
+        Command::new(bin("rdv-directory")).args([
+            "--data-dir",
+            dir.path().join("data2").to_str().unwrap(),
+            "--key-file",
+            missing.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ]),
+        b"",
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(missing.to_str().unwrap()),
+        "names the file: {err}"
+    );
+    assert!(!missing.exists());
+}

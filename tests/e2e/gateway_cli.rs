@@ -128,7 +128,8 @@ impl Env {
                 "smtp_listen = \"127.0.0.1:0\"\n\n[auth.trusted]\nauthserv_ids = [\"{AUTHSERV}\"]\n"
             ));
         }
-        toml.push_str("\n[flows]\nmail_domain = \"gw.test\"\n");
+        // public_url: invites carry the explainer link under it (§5.2.2).
+        toml.push_str("\n[flows]\nmail_domain = \"gw.test\"\npublic_url = \"https://gw.test\"\n");
         std::fs::write(&config, toml).unwrap();
         let mut serve = Command::new(bin("rdv-probe-gateway"));
         serve.arg("serve").arg("--config").arg(&config);
@@ -518,6 +519,8 @@ fn two_agents_probe_answer_ack_and_invite() {
             "send-invite",
             "--to",
             "dana@d.test",
+            "--source",
+            "the club list",
             "--note",
             "Hi Dana, it's Alice.",
         ],
@@ -527,7 +530,19 @@ fn two_agents_probe_answer_ack_and_invite() {
     let id = v["invite_id"].as_str().unwrap().to_string();
     let invite = env.one_mail();
     assert!(subject_has(&invite, "[RDV-INVITE]") && invite.contains("Hi Dana"));
+    assert!(
+        invite.contains("Where I got your address: the club list."),
+        "{invite}"
+    );
+    // §5.2.2: the source is required.
     let (c, _, err) = env.rdv("alice", &["send-invite", "--to", "dana@d.test"], b"");
+    assert_eq!(c, 2, "{err}");
+    assert!(err.contains("--source"), "{err}");
+    let (c, _, err) = env.rdv(
+        "alice",
+        &["send-invite", "--to", "dana@d.test", "--source", "again"],
+        b"",
+    );
     assert_eq!(c, 1);
     assert!(err.contains("invite_pending"), "{err}");
     let v = env.ok(

@@ -45,7 +45,17 @@ impl Ctx<'_> {
 }
 
 /// Capabilities this software supports, listed on the card (§4.3, §7.5).
-pub const CAPABILITIES: [&str; 2] = ["rdv/v1", "a2a/0.3"];
+pub const CAPABILITIES: [&str; 7] = [
+    rdv_proto::consts::CAP_RDV_V1,
+    rdv_proto::consts::CAP_A2A_03,
+    EXT_MEETINGS,
+    EXT_MEETING_CANCEL,
+    // §7.6: the tasks lifecycle and the capabilities it implements
+    // (request/v1, and the review example of design A.9).
+    rdv_proto::consts::EXT_TASKS,
+    rdv_proto::consts::EXT_REQUEST,
+    crate::task::EXT_REVIEW,
+];
 
 /// Local default for a peer our owner has not granted (§5.3 direction).
 pub const LOCAL_DEFAULT_MAX_FREQUENCY: &str = "50/day";
@@ -75,6 +85,13 @@ pub enum Input {
     Nostr { relay: String, json: Vec<u8> },
     /// An envelope from another carrier (ntfy, MQTT), as raw JSON.
     Envelope { carrier: String, bytes: Vec<u8> },
+    /// A message on one of our listen topics (§4.4 dtopic) from an ntfy
+    /// server or an MQTT broker, as raw bytes (attacker-controlled).
+    Topic {
+        carrier: String,
+        topic: String,
+        bytes: Vec<u8>,
+    },
     /// What the relays said about a publish we asked for.
     Published {
         delivery: String,
@@ -95,6 +112,16 @@ pub enum Input {
     Gateway(crate::mailbox::GatewayInput),
 }
 
+impl Input {
+    /// What a carrier said about a delivery (§6.2). Handling one allocates
+    /// no seq and records no outbox entry (a retry resends one already
+    /// committed, §7), so losing its commit to a power loss only makes the
+    /// delivery go again: the store may commit it without an fsync.
+    pub fn is_outcome(&self) -> bool {
+        matches!(self, Input::Published { .. } | Input::Carried { .. })
+    }
+}
+
 /// What the runtime does after the commit.
 #[derive(Debug, Clone)]
 pub enum Effect {
@@ -113,11 +140,14 @@ pub enum Effect {
         body: String,
     },
     /// Publish this body on an MQTT topic, then report [`Input::Carried`].
+    /// `retain`: a public-pointer card, kept by the broker for later
+    /// subscribers as a relay keeps the newest replaceable event (§4.4).
     PublishMqtt {
         delivery: String,
         url: String,
         topic: String,
         body: String,
+        retain: bool,
     },
     /// Relays, topics or policy changed: subscribe again.
     Resubscribe,
@@ -191,6 +221,7 @@ impl Agent {
     }
 
     fn handle_inner(&mut self, input: Input, ctx: &mut Ctx<'_>) -> Result<Output> {
+        let outcome = input.is_outcome();
         let reply = match input {
             Input::Command(c) => Some(self.command(c, ctx)?),
             Input::Nostr { relay, json } => {
@@ -199,6 +230,14 @@ impl Agent {
             }
             Input::Envelope { carrier, bytes } => {
                 self.on_envelope_bytes(&carrier, &bytes, ctx)?;
+                None
+            }
+            Input::Topic {
+                carrier,
+                topic,
+                bytes,
+            } => {
+                self.on_topic_bytes(&carrier, &topic, &bytes, ctx)?;
                 None
             }
             Input::Published { delivery, outcomes } => {
@@ -229,8 +268,20 @@ impl Agent {
                 None
             }
         };
+        let writes = self.state.take_writes()?;
+        // An outcome commits without an fsync (`Input::is_outcome`): it may
+        // not carry what §7 needs durable before anything leaves.
+        if outcome
+            && writes
+                .iter()
+                .any(|w| matches!(w.table, Table::ChannelOut | Table::Outbox))
+        {
+            return Err(Error::Store(
+                "a delivery's outcome changed a channel's seq or outbox".into(),
+            ));
+        }
         Ok(Output {
-            writes: self.state.take_writes()?,
+            writes,
             events: std::mem::take(&mut self.events),
             effects: std::mem::take(&mut self.effects),
             reply,
@@ -285,9 +336,11 @@ impl Agent {
         let prev = prev.map(str::to_string);
         let params = SealParams::new(&self.key, to, seq, prev.as_deref(), ctx.now, ctx.rng);
         let env = envelope::seal(payload, &params)?;
-        let verified = envelope::verify_value(&env, ctx.now)?;
+        let header = sealed_header(self.key.id(), to, seq, prev, &env)?;
         let out = self.state.channels_out.entry(to.clone()).or_default();
-        out.record(verified.header(), env.clone());
+        out.record(&header, env.clone());
+        // The head and the new outbox entry (and the deletion of the one it
+        // pushed out) commit before the envelope leaves (§7).
         self.state.touch(Table::ChannelOut, to.as_str());
         self.queue(
             Carry::Envelope {
@@ -439,6 +492,7 @@ impl Agent {
                     url,
                     topic,
                     body: rdv_proto::canon::to_string(&d.doc)?,
+                    retain: matches!(d.carry, Carry::Card { .. }),
                 });
             }
         }
@@ -632,6 +686,10 @@ impl Agent {
     /// Retries deliveries that are due.
     fn tick(&mut self, ctx: &mut Ctx<'_>) -> Result<()> {
         self.prune(ctx);
+        // §7.3: meeting expiry and holds; §7.4: pruning.
+        self.meetings_tick(ctx)?;
+        // §7.6.2, §7.4: task expiry and pruning; §5.5.1 auto-approve expiry.
+        self.task_tick(ctx)?;
         let due: Vec<String> = self
             .state
             .deliveries
@@ -659,6 +717,44 @@ impl Agent {
         }
         Ok(())
     }
+}
+
+/// The header of an envelope we just sealed, read off what `seal` wrote
+/// rather than verifying our own signature again; its hash (§4.6) is the
+/// next envelope's prev. The size bound is the one a receiver checks first
+/// (§6.4), so nothing is recorded that no peer would take.
+fn sealed_header(
+    from: &AgentId,
+    to: &AgentId,
+    seq: u64,
+    prev: Option<String>,
+    env: &Value,
+) -> Result<envelope::Header> {
+    let field = |k: &str| {
+        env.get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::Store(format!("a sealed envelope without {k}")))
+    };
+    let bytes = rdv_proto::canon::to_vec(env)?;
+    if bytes.len() > rdv_proto::consts::ENVELOPE_MAX_BYTES {
+        return Err(rdv_proto::Error::TooLarge {
+            what: "envelope",
+            len: bytes.len(),
+            limit: rdv_proto::consts::ENVELOPE_MAX_BYTES,
+        }
+        .into());
+    }
+    let created_raw = field("created")?.to_string();
+    Ok(envelope::Header {
+        from: from.clone(),
+        to: to.clone(),
+        seq,
+        prev,
+        created: rdv_proto::time::parse_time("created", &created_raw)?,
+        created_raw,
+        ttl_secs: rdv_proto::time::parse_ttl(field("ttl")?)?,
+        hash: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+    })
 }
 
 /// Cards kept from discovery or import that are not contacts.
@@ -723,4 +819,54 @@ pub fn default_scope(meetings: bool, invoke: &[String], max_frequency: &str) -> 
 #[allow(dead_code)]
 pub(crate) fn err_input(s: impl Into<String>) -> Error {
     Error::Input(s.into())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// An outcome input is committed without an fsync, so one that would
+    /// change a channel's seq or outbox is refused, not committed lightly.
+    #[test]
+    fn an_outcome_may_not_change_a_channel() {
+        let me = AgentKey::from_seed([1; 32]);
+        let peer = AgentKey::from_seed([2; 32]).id().clone();
+        let mut a = Agent::new(me, State::default());
+        let mut rng = rand_core::OsRng;
+        let mut ctx = Ctx {
+            now: rdv_proto::time::parse_time("t", "2026-12-01T10:00:00Z").unwrap(),
+            rng: &mut rng,
+        };
+        let published = || Input::Published {
+            delivery: "d".into(),
+            outcomes: Vec::new(),
+        };
+        assert!(a.handle(published(), &mut ctx).is_ok());
+        a.state.channels_out.entry(peer.clone()).or_default();
+        a.state.touch(Table::ChannelOut, peer.as_str());
+        let e = a.handle(published(), &mut ctx).unwrap_err().to_string();
+        assert!(e.contains("changed a channel's seq or outbox"), "{e}");
+        a.state.touch(Table::ChannelOut, peer.as_str());
+        assert!(a.handle(Input::Tick, &mut ctx).is_ok(), "other inputs may");
+    }
+
+    /// The header taken off a fresh seal is the one verification reads, so
+    /// the outbox records and the next prev are the envelope's own.
+    #[test]
+    fn the_sealed_header_is_the_verified_one() {
+        let me = AgentKey::from_seed([1; 32]);
+        let to = AgentKey::from_seed([2; 32]).id().clone();
+        let now = rdv_proto::time::parse_time("t", "2026-12-01T10:00:00Z").unwrap()
+            + time::Duration::milliseconds(789);
+        let prev = "ab".repeat(32);
+        for (seq, prev) in [(1, None), (7, Some(prev.as_str()))] {
+            let mut rng = rand_core::OsRng;
+            let params = SealParams::new(&me, &to, seq, prev, now, &mut rng);
+            let env = envelope::seal(&serde_json::json!({"type": "note/text"}), &params).unwrap();
+            let ours = sealed_header(me.id(), &to, seq, prev.map(str::to_string), &env).unwrap();
+            let verified = envelope::verify_value(&env, now).unwrap();
+            assert_eq!(&ours, verified.header());
+        }
+    }
 }

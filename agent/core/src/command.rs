@@ -4,17 +4,18 @@
 
 use rdv_proto::doc::card::{Card, CardBuilder, Inbound as Policy};
 use rdv_proto::doc::grant::{Grant, GrantBuilder, GrantRef};
-use rdv_proto::doc::request::{ContactRequest, RequestBuilder};
+use rdv_proto::doc::request::ContactRequest;
 use rdv_proto::doc::revoke::Revoke;
 use rdv_proto::time::format_time;
 use rdv_proto::{Address, AgentId, idtopic};
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, CAPABILITIES, Ctx, Effect};
+use crate::contact::{Founding, NewContact, OurRequest};
 use crate::error::{Error, Result};
 use crate::record::Table;
 use crate::state::{
-    Binding, Carry, ContactStatus, HeldGrant, KnownCard, Outgoing, OwnAddress, Profile, Target,
+    Binding, Carry, ContactStatus, HeldGrant, KnownCard, OwnAddress, Profile, Target,
 };
 
 /// What the owner sets up at `rdv init` (§4.3).
@@ -157,6 +158,52 @@ pub enum Command {
     InviteAnswer {
         id: String,
         accepted: bool,
+    },
+    /// A general task command (§7.6, §5.5 gates).
+    Task(crate::task_flow::TaskCommand),
+    /// The owner passphrase and auto_approve: all (§5.5.1).
+    Owner(crate::task_flow::OwnerCommand),
+    /// The owner answers an invite that reached them (§5.2.2): a request
+    /// to the inviter's `card` carrying the signed `invite`'s token.
+    AcceptInvite {
+        invite: Value,
+        card: Value,
+        greeting: String,
+        label: Option<String>,
+    },
+    /// §4.5: friend suggestions on or off (on by default).
+    SetSuggest {
+        on: bool,
+    },
+    /// §4.5: one more directory for discovery, suggestions and listing.
+    AddDirectory {
+        url: String,
+    },
+    /// Stops using a directory (its listings stay until unlisted).
+    RemoveDirectory {
+        url: String,
+    },
+    /// §7.3: the owner proposes a meeting to a contact.
+    ProposeMeeting(crate::meeting::Proposal),
+    /// §5.5: the owner confirms the held meeting shown with `code`.
+    ConfirmMeeting {
+        task_id: String,
+        peer: Option<AgentId>,
+        code: String,
+    },
+    /// §7.3: the owner cancels a negotiation, or calls off an agreed
+    /// meeting with the cancel code shown with it.
+    CancelMeeting {
+        task_id: String,
+        peer: Option<AgentId>,
+        code: Option<String>,
+    },
+    /// Every meeting (§7.3), without codes.
+    ListMeetings,
+    /// The owner's busy times, from the calendar adapter (§7.4).
+    SetCalendar {
+        busy: Vec<crate::meeting::Slot>,
+        sources: Vec<String>,
     },
 }
 
@@ -453,6 +500,30 @@ impl Agent {
                 from_mailbox,
             } => self.invite(&address, &source, note, from_mailbox, ctx),
             Command::InviteAnswer { id, accepted } => self.invite_answer(&id, accepted, ctx),
+            Command::Task(c) => self.task_command(c, ctx),
+            Command::Owner(c) => self.owner_command(c, ctx),
+            Command::AcceptInvite {
+                invite,
+                card,
+                greeting,
+                label,
+            } => self.accept_invite(&invite, &card, greeting, label, ctx),
+            Command::SetSuggest { on } => self.set_suggest(on),
+            Command::AddDirectory { url } => self.add_directory(&url),
+            Command::RemoveDirectory { url } => self.remove_directory(&url),
+            Command::ProposeMeeting(p) => self.propose_meeting(p, ctx),
+            Command::ConfirmMeeting {
+                task_id,
+                peer,
+                code,
+            } => self.confirm_meeting(&task_id, peer.as_ref(), &code, ctx),
+            Command::CancelMeeting {
+                task_id,
+                peer,
+                code,
+            } => self.cancel_meeting(&task_id, peer.as_ref(), code.as_deref(), ctx),
+            Command::ListMeetings => self.list_meetings(ctx),
+            Command::SetCalendar { busy, sources } => self.set_calendar(busy, sources, ctx),
         }
     }
 
@@ -496,7 +567,7 @@ impl Agent {
             previous_relays: Vec::new(),
             removed_addresses: Vec::new(),
             allow_ws: s.allow_ws,
-            directories: s.directories,
+            directories: crate::directories::directory_list(&s.directories)?,
             suggest: s.suggest,
             created: ctx.now,
         };
@@ -597,8 +668,46 @@ impl Agent {
                 routes.clone(),
                 ctx,
             )?;
+            // §4.4 item 1, §6.3: the same topic on our ntfy and MQTT hint
+            // servers, each its own delivery (they are not fallbacks of
+            // one another: the pointer belongs on every one).
+            for r in self.hint_routes(t)? {
+                self.queue(
+                    Carry::Card { topic: t.clone() },
+                    p.card.clone(),
+                    vec![r],
+                    ctx,
+                )?;
+            }
         }
         Ok(topics)
+    }
+
+    /// The ntfy servers and MQTT brokers our card lists (§6.3), each as a
+    /// route to `topic`: where our pointers and probes go besides our
+    /// relays, and where discovery looks (§4.4 item 1: one topic namespace
+    /// on all three carriers).
+    pub fn hint_routes(&self, topic: &str) -> Result<Vec<crate::state::Route>> {
+        use crate::state::Route;
+        let p = self.state.profile()?;
+        let mut out: Vec<Route> = Vec::new();
+        for e in &p.other_rendezvous {
+            let r = match crate::agent::route_of(e) {
+                Some(Route::Ntfy { server, .. }) => Route::Ntfy {
+                    server,
+                    topic: topic.to_string(),
+                },
+                Some(Route::Mqtt { url, .. }) => Route::Mqtt {
+                    url,
+                    topic: topic.to_string(),
+                },
+                _ => continue,
+            };
+            if !out.contains(&r) {
+                out.push(r);
+            }
+        }
+        Ok(out)
     }
 
     /// Sends our current card to contacts (`all`) or to those that lack it.
@@ -642,21 +751,36 @@ impl Agent {
         Ok(json!({ "refreshed_card": refreshed }))
     }
 
+    /// Keeps a card found or handed over (§4.4), and what the find shows of
+    /// its key: a stronger binding upgrades the contact, pending request or
+    /// kept card of that key (never a weaker one, never another key).
     fn keep_card(&mut self, card: Value, binding: Binding, ctx: &mut Ctx<'_>) -> Result<Value> {
         let allow_ws = self.state.profile()?.allow_ws;
         let c = Card::verify(&card, ctx.now, allow_ws)?;
         if &c.id == self.id() {
             return Err(Error::Input("that is this agent's own card".into()));
         }
-        if let Some(held) = self.state.known_cards.get(&c.id)
-            && let Ok(h) = Card::parse_signed(&held.card, true)
-            && h.created >= c.created
-        {
-            // §4.3: keep only the newest card of an agent.
-            return Ok(
-                json!({ "id": c.id, "kept": false, "reason": "an equal or newer card is held" }),
-            );
-        }
+        let upgraded = self.upgrade_binding(&c.id, binding);
+        let held_binding = match self.state.known_cards.get(&c.id) {
+            Some(held) => {
+                if let Ok(h) = Card::parse_signed(&held.card, true)
+                    && h.created >= c.created
+                {
+                    // §4.3: keep only the newest card of an agent.
+                    return Ok(json!({
+                        "id": c.id, "kept": false, "reason": "an equal or newer card is held",
+                        "upgraded": upgraded,
+                    }));
+                }
+                Some(held.binding)
+            }
+            None => None,
+        };
+        // A newer card of the key keeps the binding the key already has.
+        let binding = match held_binding {
+            Some(b) if crate::contact::binding_rank(b) > crate::contact::binding_rank(binding) => b,
+            _ => binding,
+        };
         self.state.known_cards.insert(
             c.id.clone(),
             KnownCard {
@@ -666,7 +790,10 @@ impl Agent {
             },
         );
         self.state.touch(Table::KnownCard, c.id.as_str());
-        Ok(json!({ "id": c.id, "fingerprint": c.id.fingerprint(), "kept": true }))
+        Ok(json!({
+            "id": c.id, "fingerprint": c.id.fingerprint(), "kept": true,
+            "binding": binding.as_str(), "upgraded": upgraded,
+        }))
     }
 
     fn request(
@@ -701,30 +828,17 @@ impl Agent {
                     .known_cards
                     .get(&c.id)
                     .map_or(Binding::Card, |k| k.binding);
-                let doc = RequestBuilder {
-                    id: id.clone(),
-                    to_hint: None,
-                    card: p.card.clone(),
-                    greeting: greeting.clone(),
-                    capabilities_offered: CAPABILITIES.iter().map(|s| s.to_string()).collect(),
-                    ts: ctx.now,
-                }
-                .sign(self.key())?;
-                self.state.outgoing.insert(
-                    id.clone(),
-                    Outgoing {
-                        request_id: id.clone(),
+                let doc = self.open_request(
+                    &id,
+                    OurRequest {
                         target: Target::Agent(c.id.clone()),
+                        to_hint: None,
                         label,
                         greeting,
                         binding,
-                        created: ctx.now,
-                        candidates: Vec::new(),
-                        dropped: 0,
-                        closed: false,
                     },
-                );
-                self.state.touch(Table::Outgoing, id.clone());
+                    ctx,
+                )?;
                 // §6.4: an agent we asked by card gets channel state.
                 self.state.channels_in.admit(c.id.clone(), None);
                 self.state.touch(Table::ChannelIn, c.id.as_str());
@@ -750,34 +864,33 @@ impl Agent {
                         format_time(next)
                     )));
                 }
-                let doc = RequestBuilder {
-                    id: id.clone(),
-                    to_hint: Some(canon.clone()),
-                    card: p.card.clone(),
-                    greeting: greeting.clone(),
-                    capabilities_offered: CAPABILITIES.iter().map(|s| s.to_string()).collect(),
-                    ts: ctx.now,
-                }
-                .sign(self.key())?;
-                self.state.outgoing.insert(
-                    id.clone(),
-                    Outgoing {
-                        request_id: id.clone(),
+                let doc = self.open_request(
+                    &id,
+                    OurRequest {
                         target: Target::Address(canon.clone()),
+                        to_hint: Some(canon.clone()),
                         label,
                         greeting,
                         binding: Binding::Claimed,
-                        created: ctx.now,
-                        candidates: Vec::new(),
-                        dropped: 0,
-                        closed: false,
                     },
-                );
-                self.state.touch(Table::Outgoing, id.clone());
+                    ctx,
+                )?;
                 self.state.probe_log.insert(canon.clone(), ctx.unix());
                 self.state.touch(Table::ProbeLog, canon.clone());
                 let topic = addr.dtopic();
                 let routes = self.own_routes()?;
+                // §4.4 item 1: the probe goes on the dtopic of every hint
+                // server we use: our relays, and our ntfy and MQTT servers.
+                for r in self.hint_routes(&topic)? {
+                    self.queue(
+                        Carry::Probe {
+                            topic: topic.clone(),
+                        },
+                        doc.clone(),
+                        vec![r],
+                        ctx,
+                    )?;
+                }
                 self.queue(
                     Carry::Probe {
                         topic: topic.clone(),
@@ -832,44 +945,31 @@ impl Agent {
         }
         .sign(self.key())?;
         let from = req.from.clone();
-        let contact = crate::state::Contact {
-            id: from.clone(),
-            card: req.card.doc.clone(),
-            label: label.clone(),
-            binding: pending.binding,
-            status: ContactStatus::Active,
-            founding_grant: grant_id.clone(),
-            tier: tier.to_string(),
-            granted_by_us: Some(HeldGrant {
-                id: grant_id,
-                tier: tier.to_string(),
-                scope,
-                ts: ctx.now,
-                expires: None,
-            }),
-            granted_to_us: None,
-            expires: None,
-            since: ctx.now,
-            card_sent: Some(rdv_proto::sign::hash(&p.card)?),
-            card_updates: Vec::new(),
-            reverse_grants: Vec::new(),
-            received: Vec::new(),
-        };
-        self.state.contacts.insert(from.clone(), contact);
-        self.state.touch(Table::Contact, from.as_str());
+        self.add_contact(
+            NewContact {
+                id: from.clone(),
+                card: req.card.doc.clone(),
+                label,
+                binding: pending.binding,
+                founding: Founding::ByUs(HeldGrant {
+                    id: grant_id,
+                    tier: tier.to_string(),
+                    scope,
+                    ts: ctx.now,
+                    expires: None,
+                }),
+                // Our card goes with the grant (§4.3).
+                card_sent: Some(rdv_proto::sign::hash(&p.card)?),
+                how: "granted".into(),
+            },
+            ctx,
+        );
         self.state.pending.remove(request_id);
         self.state.touch(Table::Pending, request_id);
         self.state.channels_in.admit(from.clone(), None);
         self.state.touch(Table::ChannelIn, from.as_str());
         let routes = self.routes_for_card(&req.card.doc, &[]);
         self.send_payload(&from, &doc, routes, ctx)?;
-        self.tell(crate::event::Event::Contact {
-            id: from.clone(),
-            fingerprint: from.fingerprint(),
-            label,
-            binding: pending.binding.as_str().into(),
-            how: "granted".into(),
-        });
         Ok(from)
     }
 

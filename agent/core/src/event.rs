@@ -116,6 +116,67 @@ pub enum Event {
         /// Seconds to wait, when the gateway said.
         retry_after: Option<u64>,
     },
+    /// The agent our invite to `address` reached asks for contact with the
+    /// invite's token (§5.2.2): request `request_id` answers the invite;
+    /// the owner still decides (`rdv contact grant`).
+    InviteAnswered {
+        invite_id: String,
+        address: String,
+        request_id: String,
+        from: AgentId,
+        fingerprint: String,
+    },
+    /// A step of a meeting negotiation (§7.3): `step` is proposed,
+    /// offer-received, countered, confirm-needed (the human decides:
+    /// `rdv dinner list`, then `rdv dinner confirm`), accepted, accept-sent,
+    /// completed, rejected, canceled, meeting-canceled, released, expired,
+    /// refused (over a limit, declined with reason rate) or unsupported.
+    /// Slots only, never titles (§7.4).
+    Meeting {
+        step: String,
+        peer: AgentId,
+        label: Option<String>,
+        task_id: String,
+        context_id: String,
+        state: String,
+        slot: Option<crate::meeting::Slot>,
+        /// The latest offer.
+        slots: Vec<crate::meeting::Slot>,
+        /// A peer's decline or cancel reason.
+        reason: Option<UntrustedPeerText>,
+        /// The step waiting for the human, if any (accept or confirm).
+        waiting_for_you: Option<String>,
+    },
+    /// A general task (§7.6). `step`: received, input, refused (a task
+    /// rejected before any state: `reason` scope, rate, input, busy),
+    /// unsupported, canceled, expired, update (the executor's status),
+    /// artifact, passed (a gate passed without asking: `via` policy or
+    /// auto-approve), released, abuse (the contact was revoked, §5.3 (b)).
+    Task {
+        step: String,
+        peer: AgentId,
+        label: Option<String>,
+        task_id: String,
+        capability: Option<String>,
+        state: Option<String>,
+        reason: Option<String>,
+        /// The gate waiting for the human: start or release.
+        waiting_for_you: Option<String>,
+        via: Option<String>,
+        /// What the peer wrote: the request, a question, a result's text.
+        text: Option<UntrustedPeerText>,
+        /// Validated data from the peer (input, a result's data part):
+        /// shaped, still peer-written.
+        data: Option<UntrustedPeerText>,
+    },
+    /// auto_approve: all on a contact changed (§5.5.1): set, extended,
+    /// off, expired (with why).
+    AutoApprove {
+        id: AgentId,
+        action: String,
+        reason: Option<String>,
+        until: Option<String>,
+    },
     /// Someone's agent invited our owner (§5.2.2). Answering is the normal
     /// consent flow: `rdv contact request <from>`.
     Invited {

@@ -18,9 +18,7 @@ use crate::error::Result;
 use crate::event::Event;
 use crate::peer_text::UntrustedPeerText;
 use crate::record::Table;
-use crate::state::{
-    Binding, Candidate, Contact, ContactStatus, Held, HeldGrant, Pending, Target, Via,
-};
+use crate::state::{Binding, Candidate, ContactStatus, Held, Pending, Target, Via};
 
 /// §5.3: at most 16 candidates per probe, one per grantor.
 pub const MAX_CANDIDATES: usize = 16;
@@ -33,6 +31,11 @@ pub const REVERSE_GRANTS_PER_HOUR: usize = 10;
 /// §5.4: how long a seen document id is remembered (past every lifetime:
 /// probes live 14 days, envelopes at most 7).
 pub const SEEN_RETENTION_SECS: i64 = 30 * 24 * 3600;
+
+/// The largest message read from an ntfy or MQTT listen topic: a probe is
+/// a request with its card inside (§4.4, §4.3: a card is at most 16 KiB),
+/// held to the envelope bound of §6.4.
+pub const TOPIC_MESSAGE_MAX_BYTES: usize = rdv_proto::consts::ENVELOPE_MAX_BYTES;
 
 /// A payload type: a strict token (§5.6 short structural fields).
 pub fn is_payload_type(s: &str) -> bool {
@@ -68,6 +71,29 @@ impl Agent {
             // Public pointers are read by discovery, not by the listener.
             Carried::Card { .. } => Ok(()),
         }
+    }
+
+    /// A message on one of our listen topics over ntfy or MQTT (§4.4 item
+    /// 1, §6.3). Bounded before it is parsed; only a topic probe is acted
+    /// on, gated exactly as one from a relay. Cards (public pointers, ours
+    /// or anyone's) are read by discovery, not here.
+    pub(crate) fn on_topic_bytes(
+        &mut self,
+        _carrier: &str,
+        topic: &str,
+        bytes: &[u8],
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
+        if bytes.len() > TOPIC_MESSAGE_MAX_BYTES {
+            return Ok(());
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
+            return Ok(());
+        };
+        if v.get("type").and_then(Value::as_str) != Some(rdv_proto::doc::request::REQUEST_TYPE) {
+            return Ok(());
+        }
+        self.on_probe(topic, &v, ctx)
     }
 
     /// How far a sender is admitted (§6.4: channel state only for admitted senders).
@@ -197,9 +223,13 @@ impl Agent {
             "rdv/resend" => self.on_resend(&payload, from, ctx),
             // §5.2.1: the ACK of a mailbox probe, echoing the cookie.
             rdv_proto::mailblock::PROBE_ECHO_TYPE => self.on_probe_echo(&payload, from, meta, ctx),
+            // §5.2.2: a request carrying our invite's token.
+            crate::invite::INVITE_ACCEPT_TYPE => self.on_invite_accept(&payload, from, meta, ctx),
             // §6.4.1: acted on before ordering (restore_before_ordering).
             rdv_proto::doc::restored::RESTORED_TYPE
             | rdv_proto::doc::restored::RESTORED_ACK_TYPE => Ok(()),
+            // §7.1: A2A payloads, routed by capability (a2a.rs on_a2a).
+            _ if ty.starts_with("a2a/") => self.on_a2a(from, &payload, ctx),
             _ if ty.starts_with("rdv/") => {
                 self.drop_from(from, "unsupported rdv payload");
                 Ok(())
@@ -217,7 +247,8 @@ impl Agent {
         }
     }
 
-    fn seen(&mut self, id: &str, ctx: &Ctx<'_>) -> bool {
+    /// Records `id` as seen (§5.4 replay); whether it was already.
+    pub(crate) fn seen(&mut self, id: &str, ctx: &Ctx<'_>) -> bool {
         if self.state.seen.contains_key(id) {
             return true;
         }
@@ -245,7 +276,7 @@ impl Agent {
 
     /// §5.1, §5.4, §5.5: a request is verified, deduplicated, and then the
     /// owner's policy decides: block is silence, prompt waits for the human.
-    fn on_request(
+    pub(crate) fn on_request(
         &mut self,
         doc: &Value,
         env_from: Option<&AgentId>,
@@ -299,11 +330,14 @@ impl Agent {
             Via::Topic { address } => ("topic", Some(address.clone())),
             Via::Envelope => ("envelope", None),
             Via::Mailbox { address } => ("mailbox", Some(address.clone())),
+            Via::Invite { address, .. } => ("invite", Some(address.clone())),
         };
         let binding = match via {
             Via::Topic { .. } => Binding::Claimed,
             Via::Envelope => Binding::Card,
             Via::Mailbox { .. } => Binding::Claimed,
+            // §5.2.2: the token went only to the invited mailbox.
+            Via::Invite { .. } => Binding::Mailbox,
         };
         // §6.4: a pending requester we keep gets channel state from here on.
         if let Some(m) = meta {
@@ -430,60 +464,6 @@ impl Agent {
         }
     }
 
-    /// Records a contact whose grant to us is `g` (§5.3 direction: it sets
-    /// what we may do towards the peer and nothing else).
-    pub(crate) fn make_contact_from_grant(
-        &mut self,
-        g: &Grant,
-        binding: Binding,
-        label: Option<String>,
-        how: &str,
-        ctx: &mut Ctx<'_>,
-    ) {
-        let held = HeldGrant {
-            id: g.id.clone(),
-            tier: g.tier.clone(),
-            scope: scope_value(&g.doc),
-            ts: g.ts,
-            expires: g.expires,
-        };
-        let c = Contact {
-            id: g.from.clone(),
-            card: g.card.doc.clone(),
-            label: label.clone(),
-            binding,
-            status: ContactStatus::Active,
-            founding_grant: g.id.clone(),
-            // §5.3: the requester's own tier for the grantor starts at stranger.
-            tier: "stranger".into(),
-            granted_by_us: None,
-            granted_to_us: Some(held),
-            expires: g.expires,
-            since: ctx.now,
-            // Our card went with the request (§4.3): it need not be sent again.
-            card_sent: self
-                .state
-                .profile
-                .as_ref()
-                .and_then(|p| rdv_proto::sign::hash(&p.card).ok()),
-            card_updates: Vec::new(),
-            reverse_grants: Vec::new(),
-            received: Vec::new(),
-        };
-        self.state.contacts.insert(g.from.clone(), c);
-        self.state.touch(Table::Contact, g.from.as_str());
-        if self.state.known_cards.remove(&g.from).is_some() {
-            self.state.touch(Table::KnownCard, g.from.as_str());
-        }
-        self.tell(Event::Contact {
-            id: g.from.clone(),
-            fingerprint: g.from.fingerprint(),
-            label,
-            binding: binding.as_str().into(),
-            how: how.into(),
-        });
-    }
-
     /// §5.3 reverse grant: only from a current contact whose founding grant
     /// is grant_ref; it widens only what we may do towards the sender.
     fn on_reverse_grant(&mut self, g: &Grant, ctx: &mut Ctx<'_>) -> Result<()> {
@@ -515,13 +495,7 @@ impl Agent {
         }
         c.reverse_grants.push(ctx.unix());
         self.seen(&g.id, ctx);
-        c.granted_to_us = Some(HeldGrant {
-            id: g.id.clone(),
-            tier: g.tier.clone(),
-            scope: scope_value(&g.doc),
-            ts: g.ts,
-            expires: g.expires,
-        });
+        c.granted_to_us = Some(crate::contact::held_grant(g));
         c.expires = expires;
         let invoke: Vec<String> = g
             .scope
@@ -695,9 +669,4 @@ impl Agent {
         });
         Ok(())
     }
-}
-
-/// The `scope` object of a signed grant.
-fn scope_value(doc: &Value) -> Value {
-    doc.get("scope").cloned().unwrap_or(Value::Null)
 }

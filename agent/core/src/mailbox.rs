@@ -18,23 +18,23 @@ use rdv_proto::consts::{
 use rdv_proto::doc::card::Card;
 use rdv_proto::doc::grant::{Grant, GrantBuilder, GrantRef};
 use rdv_proto::doc::obj::is_uuid;
-use rdv_proto::doc::request::{ContactRequest, RequestBuilder};
+use rdv_proto::doc::request::ContactRequest;
 use rdv_proto::mailblock::{BlockPayload, Invite, ProbeEcho, parse_payload};
 use rdv_proto::time::{Instant, format_time, from_unix};
 use rdv_proto::{Address, AddressKind, AgentId};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
-use crate::agent::{Agent, CAPABILITIES, Ctx, Effect};
+use crate::agent::{Agent, Ctx, Effect};
+use crate::contact::{Founding, NewContact, OurRequest};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::inbound::{MAX_CANDIDATES, MAX_PENDING};
 use crate::peer_text::UntrustedPeerText;
 use crate::record::Table;
 use crate::state::{
-    Binding, Candidate, Contact, ContactStatus, HeldGrant, InviteStatus, MailAnswer, MailGrant,
-    MailProbeIn, MailProbeOut, MailProbeStatus, Outgoing, OwnMailbox, Pending, Route, SentInvite,
-    Target, Via,
+    Binding, Candidate, ContactStatus, HeldGrant, InviteStatus, MailAnswer, MailGrant, MailProbeIn,
+    MailProbeOut, MailProbeStatus, OwnMailbox, Pending, Route, SentInvite, Target, Via,
 };
 
 /// At most this many mailboxes.
@@ -86,6 +86,10 @@ pub enum GatewayCall {
         invite_id: String,
         to: String,
         invite: Value,
+        /// §5.2.2: where the owner got the address; the gateway states it
+        /// in the invite, whatever the note.
+        source: String,
+        /// The owner's own words, if any.
         note: Option<String>,
         from_mailbox: Option<String>,
     },
@@ -358,7 +362,7 @@ impl Agent {
         from_mailbox: Option<String>,
         ctx: &mut Ctx<'_>,
     ) -> Result<Value> {
-        let p = self.state.profile()?.clone();
+        self.state.profile()?;
         let addr = email(address)?;
         let canon = addr.canon().to_string();
         if self.state.mailboxes.contains_key(&canon) {
@@ -394,30 +398,17 @@ impl Agent {
             return Err(Error::Refused(format!("{canon} is already a contact")));
         }
         let id = ctx.uuid();
-        let doc = RequestBuilder {
-            id: id.clone(),
-            to_hint: Some(canon.clone()),
-            card: p.card.clone(),
-            greeting: greeting.clone(),
-            capabilities_offered: CAPABILITIES.iter().map(|s| s.to_string()).collect(),
-            ts: ctx.now,
-        }
-        .sign(self.key())?;
-        self.state.outgoing.insert(
-            id.clone(),
-            Outgoing {
-                request_id: id.clone(),
+        let doc = self.open_request(
+            &id,
+            OurRequest {
                 target: Target::Address(canon.clone()),
+                to_hint: Some(canon.clone()),
                 label,
                 greeting,
                 binding: Binding::Mailbox,
-                created: ctx.now,
-                candidates: Vec::new(),
-                dropped: 0,
-                closed: false,
             },
-        );
-        self.state.touch(Table::Outgoing, id.clone());
+            ctx,
+        )?;
         self.state.mail_out.insert(
             id.clone(),
             MailProbeOut {
@@ -677,44 +668,30 @@ impl Agent {
             None => None,
         };
         let id = rec.requester.clone();
-        let contact = Contact {
-            id: id.clone(),
-            card,
-            label: g.label.clone(),
-            binding: Binding::Mailbox,
-            status: ContactStatus::Active,
-            founding_grant: g.id.clone(),
-            tier: g.tier.clone(),
-            granted_by_us: Some(HeldGrant {
-                id: g.id.clone(),
-                tier: g.tier.clone(),
-                scope: g.scope.clone(),
-                ts: g.ts,
-                expires: None,
-            }),
-            granted_to_us: None,
-            expires: None,
-            since: ctx.now,
-            card_sent,
-            card_updates: Vec::new(),
-            reverse_grants: Vec::new(),
-            received: Vec::new(),
-        };
-        self.state.contacts.insert(id.clone(), contact);
-        self.state.touch(Table::Contact, id.as_str());
+        self.add_contact(
+            NewContact {
+                id: id.clone(),
+                card,
+                label: g.label.clone(),
+                binding: Binding::Mailbox,
+                founding: Founding::ByUs(HeldGrant {
+                    id: g.id.clone(),
+                    tier: g.tier.clone(),
+                    scope: g.scope.clone(),
+                    ts: g.ts,
+                    expires: None,
+                }),
+                card_sent,
+                how: "acked".into(),
+            },
+            ctx,
+        );
         self.state.channels_in.admit(id.clone(), anchor);
         self.state.touch(Table::ChannelIn, id.as_str());
         let mut done = rec.clone();
         done.acked = true;
         self.state.mail_in.insert(rec.request_id.clone(), done);
         self.state.touch(Table::MailProbeIn, rec.request_id.clone());
-        self.tell(Event::Contact {
-            id: id.clone(),
-            fingerprint: id.fingerprint(),
-            label: g.label,
-            binding: Binding::Mailbox.as_str().into(),
-            how: "acked".into(),
-        });
         Ok(())
     }
 
@@ -763,12 +740,7 @@ impl Agent {
         let id = ctx.uuid();
         let token = rdv_proto::encoding::base32(&ctx.bytes32()[..20]);
         let doc = Invite::build(&id, Some(&canon), &token, ctx.now, self.key())?;
-        let text = match &note {
-            Some(n) if !n.trim().is_empty() => {
-                format!("{}\n\nWhere I got your address: {source}.", n.trim())
-            }
-            _ => format!("Where I got your address: {source}."),
-        };
+        let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
         self.state.invites.insert(
             id.clone(),
             SentInvite {
@@ -789,7 +761,8 @@ impl Agent {
             invite_id: id.clone(),
             to: canon.clone(),
             invite: doc,
-            note: Some(text),
+            source: source.to_string(),
+            note,
             from_mailbox: Some(from.address.clone()),
         }));
         Ok(json!({
@@ -916,15 +889,6 @@ impl Agent {
             .map(|m| m.address.clone())
     }
 
-    fn mark_seen(&mut self, id: &str, ctx: &Ctx<'_>) -> bool {
-        if self.state.seen.contains_key(id) {
-            return true;
-        }
-        self.state.seen.insert(id.to_string(), ctx.unix());
-        self.state.touch(Table::Seen, id);
-        false
-    }
-
     /// One inbox item: handled once, in seq order (§5.4 replay).
     fn on_item(&mut self, gateway: &str, item: &Value, ctx: &mut Ctx<'_>) -> Result<()> {
         if !self
@@ -998,7 +962,7 @@ impl Agent {
         else {
             return Ok(());
         };
-        if self.mark_seen(&req.id, ctx) {
+        if self.seen(&req.id, ctx) {
             return Ok(());
         }
         let weak_proof = item.get("binding").and_then(Value::as_str) == Some("weak_mailbox_proof");
@@ -1162,7 +1126,7 @@ impl Agent {
             });
         }
         self.state.touch(Table::MailProbeOut, r.clone());
-        self.mark_seen(&g.id, ctx);
+        self.seen(&g.id, ctx);
         self.tell(Event::ContactCandidate {
             request_id: r,
             grantor: g.from.clone(),
@@ -1215,7 +1179,7 @@ impl Agent {
         if age > time::Duration::seconds(PROBE_LIFETIME_SECS) || age < time::Duration::minutes(-5) {
             return Ok(());
         }
-        if self.mark_seen(&inv.id, ctx) {
+        if self.seen(&inv.id, ctx) {
             return Ok(());
         }
         self.tell(Event::Invited {

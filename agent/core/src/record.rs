@@ -22,8 +22,12 @@ pub enum Table {
     Blocked,
     /// Inbound channel state per sender (§6.4).
     ChannelIn,
-    /// Outbound channel state per peer, with its outbox (§7).
+    /// Outbound channel state per peer, without its outbox (§7).
     ChannelOut,
+    /// The outbox (§7): one sent envelope per record, keyed by peer and seq
+    /// ([`crate::state::outbox_key`]), the last 64 per peer. A send writes
+    /// its entry and the small channel head, never the whole outbox.
+    Outbox,
     /// Events still to be delivered, with their carriers and attempts.
     Delivery,
     /// Document ids seen, for replay protection (§5.4).
@@ -44,10 +48,25 @@ pub enum Table {
     MailProbeIn,
     /// Invites we sent (§5.2.2), by invite id.
     Invite,
+    /// Meeting negotiations and tombstones (§7.3), by "<peer> <taskId>".
+    Meeting,
+    /// Per-peer meeting counters (§5.3 limits), by agent ID.
+    MeetingPeer,
+    /// The owner's busy times, free/busy only (§7.4), key "calendar".
+    Calendar,
+    /// General tasks (§7.6), both sides, by `task::task_key`.
+    Task,
+    /// Per-contact, per-capability limit counters (§5.3), by agent ID.
+    TaskLimits,
+    /// What only the owner sets (§5.5, §5.5.1): "secret", "policy:<id>",
+    /// "auto:<id>".
+    Owner,
+    /// The audit log of gates passed without asking (§5.5.1), by sequence.
+    Audit,
 }
 
 impl Table {
-    pub const ALL: [Table; 17] = [
+    pub const ALL: [Table; 25] = [
         Table::Profile,
         Table::Contact,
         Table::Pending,
@@ -55,6 +74,7 @@ impl Table {
         Table::Blocked,
         Table::ChannelIn,
         Table::ChannelOut,
+        Table::Outbox,
         Table::Delivery,
         Table::Seen,
         Table::RelayHealth,
@@ -65,6 +85,13 @@ impl Table {
         Table::MailProbeOut,
         Table::MailProbeIn,
         Table::Invite,
+        Table::Meeting,
+        Table::MeetingPeer,
+        Table::Calendar,
+        Table::Task,
+        Table::TaskLimits,
+        Table::Owner,
+        Table::Audit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +103,7 @@ impl Table {
             Table::Blocked => "blocked",
             Table::ChannelIn => "channel_in",
             Table::ChannelOut => "channel_out",
+            Table::Outbox => "outbox",
             Table::Delivery => "delivery",
             Table::Seen => "seen",
             Table::RelayHealth => "relay_health",
@@ -86,6 +114,13 @@ impl Table {
             Table::MailProbeOut => "mail_probe_out",
             Table::MailProbeIn => "mail_probe_in",
             Table::Invite => "invite",
+            Table::Meeting => "meeting",
+            Table::MeetingPeer => "meeting_peer",
+            Table::Calendar => "calendar",
+            Table::Task => "task",
+            Table::TaskLimits => "task_limits",
+            Table::Owner => "owner",
+            Table::Audit => "audit",
         }
     }
 

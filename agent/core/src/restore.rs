@@ -50,6 +50,7 @@ pub fn backup_state(records: &[Record]) -> Result<Value> {
             | Table::Blocked
             | Table::ChannelIn
             | Table::ChannelOut
+            | Table::Outbox
             | Table::Delivery
             | Table::Seen
             | Table::RelayHealth
@@ -59,6 +60,15 @@ pub fn backup_state(records: &[Record]) -> Result<Value> {
             | Table::GatewayCursor
             | Table::MailProbeOut
             | Table::Invite => r.value.clone(),
+            // §5.5: a backup holds no confirm code of a task's gate, and no
+            // auto_approve setting (re-enabling is a new human decision,
+            // §5.5.1).
+            Table::Task => crate::task_flow::without_codes(&r.value)?,
+            Table::Owner if r.key.starts_with("auto:") => continue,
+            Table::TaskLimits | Table::Owner | Table::Audit => r.value.clone(),
+            // §5.5: nor a meeting's confirm code: its gates get a new nonce.
+            Table::Meeting => crate::meeting::without_codes(&r.value)?,
+            Table::MeetingPeer | Table::Calendar => r.value.clone(),
         };
         out.push(json!({"table": r.table.as_str(), "key": r.key, "value": value}));
     }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rdv_proto::channel::{Channels, Outbound};
+use rdv_proto::channel::{Channels, Outbound, OutboundHead, Sent};
 use rdv_proto::time::Instant;
 use rdv_proto::{AgentId, AgentKey};
 use serde::de::DeserializeOwned;
@@ -158,7 +158,16 @@ pub enum Via {
     /// A mailbox probe (§5.2.1) that reached `address`, one of our
     /// mailboxes, through its gateway.
     Mailbox { address: String },
+    /// An envelope answering our invite `invite_id` to `address` with its
+    /// token (§5.2.2).
+    Invite { address: String, invite_id: String },
 }
+
+/// Top-level fields of stored records that a summary (`rdv status`) counts
+/// by in the store, without loading the records: [`Contact::status`]
+/// (`"active"`) and [`Outgoing::closed`] (`false`). Their serde names, tested.
+pub const CONTACT_STATUS_FIELD: &str = "status";
+pub const OUTGOING_CLOSED_FIELD: &str = "closed";
 
 /// A request waiting for the owner (§5.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -332,7 +341,49 @@ pub struct State {
     pub mail_in: BTreeMap<String, MailProbeIn>,
     /// Invites we sent, by invite id (§5.2.2).
     pub invites: BTreeMap<String, SentInvite>,
+    /// Meetings (§7.3): negotiations, per-peer counters, the owner's busy times.
+    pub meetings: crate::meeting::Book,
+    /// General tasks (§7.6), their limits, the owner's gates and audit log.
+    pub tasks: crate::task_flow::TaskBook,
     dirty: BTreeSet<(Table, String)>,
+    /// The seqs stored as [`Table::Outbox`] records, per peer: a touched
+    /// channel writes only the entries not there yet and deletes the ones
+    /// pruned from its outbox (§7: 64 kept).
+    outbox_stored: BTreeMap<AgentId, BTreeSet<u64>>,
+    /// Peers whose outbox was read from an old whole `channel_out` record:
+    /// the next write of the channel stores every entry.
+    outbox_inline: BTreeSet<AgentId>,
+}
+
+/// The key of one outbox entry: the peer's agent ID and the seq, written
+/// with 20 digits so the keys sort by seq.
+pub fn outbox_key(to: &AgentId, seq: u64) -> String {
+    format!("{}/{seq:020}", to.as_str())
+}
+
+fn parse_outbox_key(key: &str) -> Option<(AgentId, u64)> {
+    let (id, seq) = key.rsplit_once('/')?;
+    if seq.len() != 20 || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((AgentId::parse(id).ok()?, seq.parse().ok()?))
+}
+
+/// A stored `channel_out` record: the head alone, or (homes written before
+/// the outbox had its own records) the whole state with its outbox.
+enum StoredOutbound {
+    Head(OutboundHead),
+    Whole(Outbound),
+}
+
+impl StoredOutbound {
+    fn read(r: &Record) -> Result<StoredOutbound> {
+        Ok(if r.value.get("outbox").is_some() {
+            StoredOutbound::Whole(from_value(r)?)
+        } else {
+            StoredOutbound::Head(from_value(r)?)
+        })
+    }
 }
 
 fn to_value<T: Serialize>(v: &T) -> Result<Value> {
@@ -340,7 +391,7 @@ fn to_value<T: Serialize>(v: &T) -> Result<Value> {
 }
 
 fn from_value<T: DeserializeOwned>(r: &Record) -> Result<T> {
-    serde_json::from_value(r.value.clone()).map_err(|e| {
+    T::deserialize(&r.value).map_err(|e| {
         Error::Store(format!(
             "stored {} record {:?} does not read: {e}",
             r.table.as_str(),
@@ -358,6 +409,8 @@ impl State {
     /// Rebuilds the state from every stored record.
     pub fn load(records: &[Record]) -> Result<State> {
         let mut s = State::default();
+        let mut heads: BTreeMap<AgentId, StoredOutbound> = BTreeMap::new();
+        let mut outbox: BTreeMap<AgentId, BTreeMap<u64, Sent>> = BTreeMap::new();
         for r in records {
             match r.table {
                 Table::Profile => s.profile = Some(from_value(r)?),
@@ -378,7 +431,24 @@ impl State {
                     s.channels_in.insert(id, from_value(r)?);
                 }
                 Table::ChannelOut => {
-                    s.channels_out.insert(agent_key(r)?, from_value(r)?);
+                    heads.insert(agent_key(r)?, StoredOutbound::read(r)?);
+                }
+                Table::Outbox => {
+                    let (id, seq) = parse_outbox_key(&r.key).ok_or_else(|| {
+                        Error::Store(format!(
+                            "stored outbox key {:?} is not <agent id>/<seq>",
+                            r.key
+                        ))
+                    })?;
+                    let sent: Sent = from_value(r)?;
+                    if sent.seq() != seq {
+                        return Err(Error::Store(format!(
+                            "stored outbox entry {:?} holds seq {}",
+                            r.key,
+                            sent.seq()
+                        )));
+                    }
+                    outbox.entry(id).or_default().insert(seq, sent);
                 }
                 Table::Delivery => {
                     s.deliveries.insert(r.key.clone(), from_value(r)?);
@@ -410,7 +480,32 @@ impl State {
                 Table::Invite => {
                     s.invites.insert(r.key.clone(), from_value(r)?);
                 }
+                Table::Meeting | Table::MeetingPeer | Table::Calendar => s.meetings.load(r)?,
+                Table::Task | Table::TaskLimits | Table::Owner | Table::Audit => s.tasks.load(r)?,
             }
+        }
+        for (id, head) in heads {
+            let entries = outbox.remove(&id).unwrap_or_default();
+            s.outbox_stored
+                .insert(id.clone(), entries.keys().copied().collect());
+            let out = match head {
+                StoredOutbound::Head(head) => {
+                    Outbound::from_parts(head, entries.into_values().collect())
+                        .map_err(|e| Error::Store(format!("stored channel_out {id}: {e}")))?
+                }
+                // An old home: the outbox is in the record itself (any
+                // entry records beside it are replaced on the next write).
+                StoredOutbound::Whole(out) => {
+                    s.outbox_inline.insert(id.clone());
+                    out
+                }
+            };
+            s.channels_out.insert(id, out);
+        }
+        if let Some(id) = outbox.keys().next() {
+            return Err(Error::Store(format!(
+                "stored outbox entries to {id} without their channel_out record"
+            )));
         }
         Ok(s)
     }
@@ -425,10 +520,61 @@ impl State {
         let dirty = std::mem::take(&mut self.dirty);
         let mut out = Vec::with_capacity(dirty.len());
         for (table, key) in dirty {
+            if table == Table::ChannelOut
+                && let Ok(id) = AgentId::parse(&key)
+            {
+                self.outbox_writes(&id, &mut out)?;
+            }
             let value = self.record_value(table, &key)?;
+            if table == Table::Outbox
+                && let Some((id, seq)) = parse_outbox_key(&key)
+            {
+                let stored = self.outbox_stored.entry(id).or_default();
+                if value.is_some() {
+                    stored.insert(seq);
+                } else {
+                    stored.remove(&seq);
+                }
+            }
             out.push(Write { table, key, value });
         }
         Ok(out)
+    }
+
+    /// The outbox entries of a touched channel that the store lacks, and
+    /// deletions of those it holds that the outbox dropped (§7: the last 64).
+    /// The caller commits them with the channel head, before the envelope
+    /// leaves; a failed commit reloads the state, and with it this record.
+    fn outbox_writes(&mut self, id: &AgentId, out: &mut Vec<Write>) -> Result<()> {
+        let inline = self.outbox_inline.remove(id);
+        let stored = self.outbox_stored.remove(id).unwrap_or_default();
+        let mut now = BTreeSet::new();
+        for sent in self
+            .channels_out
+            .get(id)
+            .into_iter()
+            .flat_map(Outbound::sent)
+        {
+            now.insert(sent.seq());
+            if inline || !stored.contains(&sent.seq()) {
+                out.push(Write {
+                    table: Table::Outbox,
+                    key: outbox_key(id, sent.seq()),
+                    value: Some(to_value(sent)?),
+                });
+            }
+        }
+        for seq in stored.difference(&now) {
+            out.push(Write {
+                table: Table::Outbox,
+                key: outbox_key(id, *seq),
+                value: None,
+            });
+        }
+        if self.channels_out.contains_key(id) {
+            self.outbox_stored.insert(id.clone(), now);
+        }
+        Ok(())
     }
 
     /// Drops the pending changes (an input that failed changes nothing).
@@ -455,6 +601,10 @@ impl State {
                 .transpose()?,
             Table::ChannelOut => id()
                 .and_then(|i| self.channels_out.get(&i))
+                .map(|o| to_value(&o.head()))
+                .transpose()?,
+            Table::Outbox => parse_outbox_key(key)
+                .and_then(|(i, seq)| self.channels_out.get(&i)?.sent().find(|s| s.seq() == seq))
                 .map(to_value)
                 .transpose()?,
             Table::Delivery => self.deliveries.get(key).map(to_value).transpose()?,
@@ -470,6 +620,12 @@ impl State {
             Table::MailProbeOut => self.mail_out.get(key).map(to_value).transpose()?,
             Table::MailProbeIn => self.mail_in.get(key).map(to_value).transpose()?,
             Table::Invite => self.invites.get(key).map(to_value).transpose()?,
+            Table::Task | Table::TaskLimits | Table::Owner | Table::Audit => {
+                self.tasks.record_value(table, key)?
+            }
+            Table::Meeting | Table::MeetingPeer | Table::Calendar => {
+                self.meetings.record_value(table, key)?
+            }
         })
     }
 
@@ -637,4 +793,126 @@ pub struct SentInvite {
     /// No invite to this address before then (the gateway's retry_after).
     #[serde(with = "time::serde::rfc3339::option")]
     pub not_before: Option<Instant>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use rdv_proto::envelope::Header;
+    use serde_json::json;
+
+    fn peer() -> AgentId {
+        AgentKey::from_seed([7; 32]).id().clone()
+    }
+
+    fn t(s: i64) -> Instant {
+        rdv_proto::time::parse_time("t", "2026-12-01T10:00:00Z").unwrap()
+            + time::Duration::seconds(s)
+    }
+
+    /// A channel to `peer()` with `n` envelopes sent, as records.
+    fn records(n: u64) -> Vec<Record> {
+        let mut s = State::default();
+        let out = s.channels_out.entry(peer()).or_default();
+        for seq in 1..=n {
+            let (_, prev) = out.next();
+            let header = Header {
+                from: peer(),
+                to: peer(),
+                seq,
+                prev: prev.map(str::to_string),
+                created_raw: String::new(),
+                created: t(seq as i64),
+                ttl_secs: 60,
+                hash: format!("{seq:064x}"),
+            };
+            out.record(&header, json!({"seq": seq}));
+        }
+        s.touch(Table::ChannelOut, peer().as_str());
+        s.take_writes()
+            .unwrap()
+            .into_iter()
+            .map(|w| Record {
+                table: w.table,
+                key: w.key,
+                value: w.value.unwrap(),
+            })
+            .collect()
+    }
+
+    fn load_err(records: &[Record]) -> String {
+        State::load(records).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn outbox_entries_are_keyed_by_peer_and_seq_and_load_back() {
+        let recs = records(3);
+        let keys: Vec<&str> = recs
+            .iter()
+            .filter(|r| r.table == Table::Outbox)
+            .map(|r| r.key.as_str())
+            .collect();
+        let id = peer();
+        assert_eq!(
+            keys,
+            [outbox_key(&id, 1), outbox_key(&id, 2), outbox_key(&id, 3)]
+        );
+        assert!(outbox_key(&id, 2) < outbox_key(&id, 10), "keys sort by seq");
+        let s = State::load(&recs).unwrap();
+        assert_eq!(s.channels_out[&id].outbox_len(), 3);
+        assert_eq!(s.channels_out[&id].resend(2, 3).len(), 2);
+    }
+
+    #[test]
+    fn a_stored_outbox_that_does_not_add_up_is_refused() {
+        let recs = records(3);
+        let without =
+            |table| -> Vec<Record> { recs.iter().filter(|r| r.table != table).cloned().collect() };
+        assert!(load_err(&without(Table::ChannelOut)).contains("without their channel_out"));
+        let mut moved = recs.clone();
+        let e = moved.iter_mut().find(|r| r.table == Table::Outbox).unwrap();
+        e.key = outbox_key(&peer(), 9);
+        assert!(load_err(&moved).contains("holds seq 1"));
+        let mut bad = recs.clone();
+        let e = bad.iter_mut().find(|r| r.table == Table::Outbox).unwrap();
+        e.key = format!("{}/1", peer());
+        assert!(load_err(&bad).contains("is not <agent id>/<seq>"));
+        let mut extra = recs.clone();
+        let h = extra
+            .iter_mut()
+            .find(|r| r.table == Table::ChannelOut)
+            .unwrap();
+        h.value["x"] = json!(1);
+        assert!(load_err(&extra).contains("unknown field `x`"));
+    }
+
+    #[test]
+    fn a_removed_channel_takes_its_outbox_records_with_it() {
+        let mut s = State::load(&records(2)).unwrap();
+        s.channels_out.remove(&peer());
+        s.touch(Table::ChannelOut, peer().as_str());
+        let w = s.take_writes().unwrap();
+        assert_eq!(w.len(), 3);
+        assert!(w.iter().all(|w| w.value.is_none()), "{w:?}");
+    }
+
+    #[test]
+    fn summary_fields_are_the_serde_names() {
+        let o = Outgoing {
+            request_id: "r".into(),
+            target: Target::Address("a@example.com".into()),
+            label: None,
+            greeting: String::new(),
+            binding: Binding::Claimed,
+            created: t(0),
+            candidates: Vec::new(),
+            dropped: 0,
+            closed: false,
+        };
+        assert_eq!(
+            serde_json::to_value(&o).unwrap()[OUTGOING_CLOSED_FIELD],
+            false
+        );
+    }
 }

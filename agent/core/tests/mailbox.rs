@@ -794,17 +794,15 @@ fn one_pending_invite_per_address_a_cooldown_and_opt_outs() {
     cmd(&mut net, &mut gw, BOB, invite("dana@d.test")).unwrap();
     let call = take_call(&mut gw, BOB);
     let GatewayCall::SendInvite {
-        note, invite: doc, ..
+        source,
+        invite: doc,
+        ..
     } = &call
     else {
         panic!("{call:?}")
     };
-    // §5.2.2: states where the sender got the address.
-    assert!(
-        note.as_deref()
-            .unwrap()
-            .contains("Where I got your address: the school parents' list.")
-    );
+    // §5.2.2: the gateway is told where the sender got the address.
+    assert_eq!(source, "the school parents' list");
     assert_eq!(doc["to_hint"], "dana@d.test");
     let id = call.id().to_string();
     answer(&mut net, &mut gw, BOB, call, CallOutcome::Done);

@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::{Net, Node};
-use rdv_agent_core::agent::default_scope;
+use common::{Net, Node, grant_scope};
 use rdv_agent_core::record::{Record, Table};
 use rdv_agent_core::restore::{backup_state, restored_records};
 use rdv_agent_core::{Command, RequestTo};
@@ -28,57 +27,8 @@ fn contacts() -> Net {
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &["bob@example.com"]);
     net.init(CAROL, &[]);
-    let r = net
-        .cmd(
-            BOB,
-            Command::Request {
-                to: RequestTo::Address("alice@example.com".into()),
-                greeting: "Hi, Bob's agent".into(),
-                label: Some("Alice".into()),
-            },
-        )
-        .unwrap();
-    let probe = r["request_id"].as_str().unwrap().to_string();
-    let req = net.nodes[ALICE]
-        .agent
-        .state
-        .pending
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    net.cmd(
-        ALICE,
-        Command::Grant {
-            request_id: req,
-            tier: "friend".into(),
-            scope: default_scope(false, &[], "100/day"),
-            label: Some("Bob".into()),
-        },
-    )
-    .unwrap();
-    net.cmd(
-        BOB,
-        Command::Confirm {
-            request_id: probe,
-            grantor: None,
-            label: None,
-        },
-    )
-    .unwrap();
+    net.befriend(BOB, ALICE, "alice@example.com");
     net
-}
-
-fn send(net: &mut Net, from: usize, to: usize, text: &str) -> Value {
-    let id = net.nodes[to].id();
-    net.cmd(
-        from,
-        Command::Send {
-            to: id,
-            payload: json!({"type": "note/text", "text": text}),
-        },
-    )
-    .unwrap()
 }
 
 /// The texts of the messages node `i` was told of.
@@ -140,8 +90,8 @@ fn ms(t: Instant) -> u64 {
 #[test]
 fn a_restored_agent_is_rebased_acked_and_resent_and_both_chains_go_on() {
     let mut net = contacts();
-    send(&mut net, ALICE, BOB, "one");
-    send(&mut net, BOB, ALICE, "b-one");
+    net.send_text(ALICE, BOB, "one");
+    net.send_text(BOB, ALICE, "b-one");
     let (state, created) = backup(&net, ALICE);
     let old_prev = net.nodes[ALICE].agent.state.channels_out[&net.nodes[BOB].id()]
         .next()
@@ -150,10 +100,10 @@ fn a_restored_agent_is_rebased_acked_and_resent_and_both_chains_go_on() {
         .to_string();
     // What the copy that is about to be lost did after its backup.
     net.advance(60);
-    send(&mut net, ALICE, BOB, "two");
-    send(&mut net, ALICE, BOB, "three");
-    send(&mut net, BOB, ALICE, "b-two");
-    send(&mut net, BOB, ALICE, "b-three");
+    net.send_text(ALICE, BOB, "two");
+    net.send_text(ALICE, BOB, "three");
+    net.send_text(BOB, ALICE, "b-two");
+    net.send_text(BOB, ALICE, "b-three");
 
     net.advance(3600);
     let restore_time = net.now;
@@ -183,8 +133,8 @@ fn a_restored_agent_is_rebased_acked_and_resent_and_both_chains_go_on() {
 
     // Both chains go on.
     net.advance(5);
-    send(&mut net, ALICE, BOB, "four");
-    send(&mut net, BOB, ALICE, "b-four");
+    net.send_text(ALICE, BOB, "four");
+    net.send_text(BOB, ALICE, "b-four");
     assert_eq!(texts(&net, BOB), ["one", "two", "three", "four"]);
     assert_eq!(texts(&net, ALICE), ["b-two", "b-three", "b-four"]);
     assert!(net.nodes[BOB].events_of("forked").is_empty());
@@ -197,13 +147,13 @@ fn without_the_notice_the_restored_chain_is_a_fork() {
     // The same story with the old state simply started again: what the
     // notice prevents (§6.4: a reused seq is a fork).
     let mut net = contacts();
-    send(&mut net, ALICE, BOB, "one");
+    net.send_text(ALICE, BOB, "one");
     let (state, _) = backup(&net, ALICE);
-    send(&mut net, ALICE, BOB, "two");
+    net.send_text(ALICE, BOB, "two");
     let records = restored_records(&state, &net.nodes[ALICE].id()).unwrap();
     net.nodes[ALICE] = Node::from_records(net.nodes[ALICE].key, &records);
     net.advance(60);
-    send(&mut net, ALICE, BOB, "two again");
+    net.send_text(ALICE, BOB, "two again");
     assert_eq!(net.nodes[BOB].events_of("forked").len(), 1);
 }
 
@@ -220,8 +170,8 @@ fn a_contact_without_a_chain_in_the_backup_still_gets_a_notice() {
             .contains_key(&net.nodes[ALICE].id())
     );
     let (state, created) = backup(&net, BOB);
-    send(&mut net, BOB, ALICE, "x1");
-    send(&mut net, BOB, ALICE, "x2");
+    net.send_text(BOB, ALICE, "x1");
+    net.send_text(BOB, ALICE, "x2");
     net.advance(600);
     let r = restore(&mut net, BOB, &state, created);
     let seq = r["notices"][0]["seq"].as_u64().unwrap();
@@ -229,7 +179,7 @@ fn a_contact_without_a_chain_in_the_backup_still_gets_a_notice() {
     assert_eq!(out.resend(seq, seq)[0]["prev"], NO_ENVELOPE);
     assert_eq!(net.nodes[ALICE].events_of("restored").len(), 1);
     net.advance(5);
-    send(&mut net, BOB, ALICE, "y");
+    net.send_text(BOB, ALICE, "y");
     assert_eq!(texts(&net, ALICE), ["x1", "x2", "y"]);
     assert!(net.nodes[ALICE].events_of("forked").is_empty());
 }
@@ -237,7 +187,7 @@ fn a_contact_without_a_chain_in_the_backup_still_gets_a_notice() {
 #[test]
 fn a_replayed_notice_is_ignored() {
     let mut net = contacts();
-    send(&mut net, ALICE, BOB, "one");
+    net.send_text(ALICE, BOB, "one");
     let (state, created) = backup(&net, ALICE);
     net.advance(60);
     let r = restore(&mut net, ALICE, &state, created);
@@ -245,7 +195,7 @@ fn a_replayed_notice_is_ignored() {
     let env =
         net.nodes[ALICE].agent.state.channels_out[&net.nodes[BOB].id()].resend(seq, seq)[0].clone();
     net.advance(5);
-    send(&mut net, ALICE, BOB, "after");
+    net.send_text(ALICE, BOB, "after");
     let bob_out = net.nodes[BOB].agent.state.channels_out[&net.nodes[ALICE].id()].next();
     let bob_out = (bob_out.0, bob_out.1.map(str::to_string));
     let before = head(&net, BOB, ALICE);
@@ -263,14 +213,14 @@ fn a_replayed_notice_is_ignored() {
         bob_out,
         "no second ack"
     );
-    send(&mut net, ALICE, BOB, "still on");
+    net.send_text(ALICE, BOB, "still on");
     assert_eq!(texts(&net, BOB), ["one", "after", "still on"]);
 }
 
 #[test]
 fn more_than_three_restores_a_day_are_refused_and_shown() {
     let mut net = contacts();
-    send(&mut net, ALICE, BOB, "one");
+    net.send_text(ALICE, BOB, "one");
     let (state, created) = backup(&net, ALICE);
     for _ in 0..3 {
         net.advance(600);
@@ -299,14 +249,14 @@ fn more_than_three_restores_a_day_are_refused_and_shown() {
 #[test]
 fn a_forked_chain_is_not_rebased_by_a_notice() {
     let mut net = contacts();
-    send(&mut net, ALICE, BOB, "one");
+    net.send_text(ALICE, BOB, "one");
     let (state, created) = backup(&net, ALICE);
-    send(&mut net, ALICE, BOB, "two");
+    net.send_text(ALICE, BOB, "two");
     // The old state started without a restore: Bob sees a fork.
     let records = restored_records(&state, &net.nodes[ALICE].id()).unwrap();
     net.nodes[ALICE] = Node::from_records(net.nodes[ALICE].key, &records);
     net.advance(60);
-    send(&mut net, ALICE, BOB, "two from the copy");
+    net.send_text(ALICE, BOB, "two from the copy");
     assert_eq!(net.nodes[BOB].events_of("forked").len(), 1);
 
     // Then the copy sends a notice: it never lifts the refusal.
@@ -324,7 +274,7 @@ fn a_forked_chain_is_not_rebased_by_a_notice() {
         .unwrap();
     assert!(ch.is_refused(), "still refused");
     net.advance(5);
-    send(&mut net, ALICE, BOB, "after the notice");
+    net.send_text(ALICE, BOB, "after the notice");
     assert_eq!(texts(&net, BOB), ["one", "two"], "refused until resync");
 
     // Only the human's re-sync does.
@@ -336,7 +286,7 @@ fn a_forked_chain_is_not_rebased_by_a_notice() {
     )
     .unwrap();
     net.advance(5);
-    send(&mut net, ALICE, BOB, "after the resync");
+    net.send_text(ALICE, BOB, "after the resync");
     assert_eq!(texts(&net, BOB), ["one", "two", "after the resync"]);
 }
 
@@ -374,11 +324,11 @@ fn bob_next(net: &Net) -> (u64, Option<String>) {
 #[test]
 fn the_restored_side_takes_only_a_sound_ack_of_its_last_notice_once() {
     let mut net = contacts();
-    send(&mut net, ALICE, BOB, "one");
-    send(&mut net, BOB, ALICE, "b-one");
+    net.send_text(ALICE, BOB, "one");
+    net.send_text(BOB, ALICE, "b-one");
     let (state, created) = backup(&net, ALICE);
-    send(&mut net, BOB, ALICE, "b-two");
-    send(&mut net, BOB, ALICE, "b-three");
+    net.send_text(BOB, ALICE, "b-two");
+    net.send_text(BOB, ALICE, "b-three");
     net.advance(600);
     // The notice does not reach Bob: the acks below are forged by hand.
     net.down = true;
@@ -461,18 +411,11 @@ fn a_backup_holds_every_record_but_confirm_phrases() {
         },
     )
     .unwrap();
-    let req = net.nodes[ALICE]
-        .agent
-        .state
-        .pending
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let req = net.pending_id(ALICE);
     let mut rng = rand_core::OsRng;
     let now = net.now;
     let mut ctx = rdv_agent_core::Ctx { now, rng: &mut rng };
-    let scope = default_scope(false, &[], "100/day");
+    let scope = grant_scope();
     net.nodes[ALICE]
         .agent
         .issue_grant_phrase(&req, "friend", &scope, None, &mut ctx)
@@ -535,7 +478,7 @@ fn a_backup_holds_every_record_but_confirm_phrases() {
 fn old_chain_envelopes_still_queued_are_dropped_at_restore() {
     let mut net = contacts();
     net.down = true;
-    send(&mut net, ALICE, BOB, "queued when the backup was made");
+    net.send_text(ALICE, BOB, "queued when the backup was made");
     let (state, created) = backup(&net, ALICE);
     net.down = false;
     net.advance(600);
@@ -563,18 +506,11 @@ fn a_mailbox_probe_in_a_backup_keeps_no_confirm_phrase() {
         },
     )
     .unwrap();
-    let req = net.nodes[ALICE]
-        .agent
-        .state
-        .pending
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let req = net.pending_id(ALICE);
     let mut rng = rand_core::OsRng;
     let now = net.now;
     let mut ctx = rdv_agent_core::Ctx { now, rng: &mut rng };
-    let scope = default_scope(false, &[], "100/day");
+    let scope = grant_scope();
     net.nodes[ALICE]
         .agent
         .issue_grant_phrase(&req, "friend", &scope, None, &mut ctx)

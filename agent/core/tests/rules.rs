@@ -4,46 +4,16 @@
 
 mod common;
 
-use common::{Net, RELAY};
+use common::{Net, RELAY, grant_scope};
 use rdv_agent_core::agent::default_scope;
 use rdv_agent_core::state::{Binding, ContactStatus};
 use rdv_agent_core::{Command, Input, RequestTo};
 use rdv_proto::doc::grant::{GrantBuilder, GrantRef};
 use rdv_proto::{AgentId, AgentKey};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const ALICE: usize = 0;
 const BOB: usize = 1;
-
-fn grant_scope() -> Value {
-    default_scope(false, &[], "100/day")
-}
-
-/// Bob probes alice@example.com; returns the probe's request id.
-fn probe(net: &mut Net) -> String {
-    let r = net
-        .cmd(
-            BOB,
-            Command::Request {
-                to: RequestTo::Address("alice@example.com".into()),
-                greeting: "Hi, Bob's agent".into(),
-                label: Some("Alice".into()),
-            },
-        )
-        .unwrap();
-    r["request_id"].as_str().unwrap().to_string()
-}
-
-fn pending_id(net: &Net, i: usize) -> String {
-    net.nodes[i]
-        .agent
-        .state
-        .pending
-        .keys()
-        .next()
-        .expect("a pending request")
-        .clone()
-}
 
 /// Alice and Bob, contacts through a topic probe Alice granted and Bob
 /// confirmed.
@@ -51,40 +21,8 @@ fn contacts_by_probe() -> Net {
     let mut net = Net::new(3);
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &["bob@example.com"]);
-    let probe_id = probe(&mut net);
-    let req = pending_id(&net, ALICE);
-    net.cmd(
-        ALICE,
-        Command::Grant {
-            request_id: req,
-            tier: "friend".into(),
-            scope: grant_scope(),
-            label: Some("Bob".into()),
-        },
-    )
-    .unwrap();
-    net.cmd(
-        BOB,
-        Command::Confirm {
-            request_id: probe_id,
-            grantor: None,
-            label: None,
-        },
-    )
-    .unwrap();
+    net.befriend(BOB, ALICE, "alice@example.com");
     net
-}
-
-fn send(net: &mut Net, from: usize, to: usize, text: &str) -> Value {
-    let id = net.nodes[to].id();
-    net.cmd(
-        from,
-        Command::Send {
-            to: id,
-            payload: json!({"type": "note/text", "text": text}),
-        },
-    )
-    .unwrap()
 }
 
 #[test]
@@ -92,7 +30,7 @@ fn probe_grant_confirm_then_messages_both_ways() {
     let mut net = Net::new(2);
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &["bob@example.com"]);
-    let probe_id = probe(&mut net);
+    let probe_id = net.probe(BOB, "alice@example.com", Some("Alice"));
 
     // §4.4: the probe reaches Alice as a pending request, binding claimed.
     let reqs = net.nodes[ALICE].events_of("contact_request");
@@ -109,7 +47,7 @@ fn probe_grant_confirm_then_messages_both_ways() {
         "no contact before the human grants"
     );
 
-    let req = pending_id(&net, ALICE);
+    let req = net.pending_id(ALICE);
     net.cmd(
         ALICE,
         Command::Grant {
@@ -148,9 +86,9 @@ fn probe_grant_confirm_then_messages_both_ways() {
     );
     assert_eq!(c.label.as_deref(), Some("Alice"));
 
-    send(&mut net, BOB, ALICE, "dinner next week?");
-    send(&mut net, ALICE, BOB, "yes");
-    send(&mut net, BOB, ALICE, "great");
+    net.send_text(BOB, ALICE, "dinner next week?");
+    net.send_text(ALICE, BOB, "yes");
+    net.send_text(BOB, ALICE, "great");
     let at_alice = net.nodes[ALICE].events_of("message");
     let at_bob = net.nodes[BOB].events_of("message");
     assert_eq!(at_alice.len(), 2);
@@ -239,7 +177,7 @@ fn request_by_card_is_answered_only_by_that_cards_agent() {
     assert!(!net.nodes[BOB].agent.state.outgoing[&request_id].closed);
 
     // Alice's own grant does.
-    let req = pending_id(&net, ALICE);
+    let req = net.pending_id(ALICE);
     net.cmd(
         ALICE,
         Command::Grant {
@@ -271,7 +209,7 @@ fn probe_answer_whose_card_does_not_list_the_address_is_ignored() {
     // Node 2 listens on alice@example.com too but its card... lists it as well;
     // give it a card without the address instead.
     net.init(2, &["alice@example.com"]);
-    let _probe = probe(&mut net);
+    let _probe = net.probe(BOB, "alice@example.com", Some("Alice"));
     // Node 2 removes the address from its card before answering.
     net.cmd(
         2,
@@ -280,7 +218,7 @@ fn probe_answer_whose_card_does_not_list_the_address_is_ignored() {
         },
     )
     .unwrap();
-    let req = pending_id(&net, 2);
+    let req = net.pending_id(2);
     net.cmd(
         2,
         Command::Grant {
@@ -296,7 +234,7 @@ fn probe_answer_whose_card_does_not_list_the_address_is_ignored() {
         "§5.3: an answer whose card does not claim the probed address is ignored"
     );
     // Alice's answer, whose card lists it, is a candidate.
-    let req = pending_id(&net, ALICE);
+    let req = net.pending_id(ALICE);
     net.cmd(
         ALICE,
         Command::Grant {
@@ -318,7 +256,7 @@ fn candidates_are_capped_per_probe_and_never_evict_another_probe() {
     for i in 2..n {
         net.init(i, &["alice@example.com", "carol@example.com"]);
     }
-    let first = probe(&mut net);
+    let first = net.probe(BOB, "alice@example.com", Some("Alice"));
     let second = net
         .cmd(
             BOB,
@@ -397,14 +335,14 @@ fn a_replayed_request_is_ignored() {
     let mut net = Net::new(2);
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &[]);
-    probe(&mut net);
+    net.probe(BOB, "alice@example.com", Some("Alice"));
     let probe_event = net
         .log
         .iter()
         .find(|e| e["tags"].as_array().unwrap().iter().any(|t| t[0] == "t"))
         .cloned()
         .unwrap();
-    let req = pending_id(&net, ALICE);
+    let req = net.pending_id(ALICE);
     net.cmd(
         ALICE,
         Command::Decline {
@@ -433,7 +371,7 @@ fn blocked_keys_and_the_block_policy_get_silence() {
         },
     )
     .unwrap();
-    probe(&mut net);
+    net.probe(BOB, "alice@example.com", Some("Alice"));
     assert!(
         net.nodes[ALICE].agent.state.pending.is_empty(),
         "a blocked key is not surfaced"
@@ -450,7 +388,7 @@ fn blocked_keys_and_the_block_policy_get_silence() {
     )
     .unwrap();
     let sent_before = net.log.len();
-    probe(&mut net);
+    net.probe(BOB, "alice@example.com", Some("Alice"));
     assert!(net.nodes[ALICE].agent.state.pending.is_empty());
     assert_eq!(
         net.log.len(),
@@ -503,13 +441,13 @@ fn messages_from_a_stranger_are_dropped_and_keep_no_state() {
 #[test]
 fn a_forked_chain_is_refused_and_shown_until_the_human_resyncs() {
     let mut net = contacts_by_probe();
-    send(&mut net, BOB, ALICE, "one");
+    net.send_text(BOB, ALICE, "one");
     // Bob's home is copied; the copy and the original both go on.
     let copy_records = net.nodes[BOB].records.clone();
-    send(&mut net, BOB, ALICE, "two");
+    net.send_text(BOB, ALICE, "two");
     let original = std::mem::replace(&mut net.nodes[BOB].records, copy_records);
     net.nodes[BOB].reload();
-    send(&mut net, BOB, ALICE, "two from the copy");
+    net.send_text(BOB, ALICE, "two from the copy");
     let forks = net.nodes[ALICE].events_of("forked");
     assert_eq!(
         forks.len(),
@@ -523,7 +461,7 @@ fn a_forked_chain_is_refused_and_shown_until_the_human_resyncs() {
     net.nodes[BOB].records = original;
     net.nodes[BOB].reload();
     net.advance(10);
-    send(&mut net, BOB, ALICE, "three");
+    net.send_text(BOB, ALICE, "three");
     assert_eq!(
         net.nodes[ALICE].events_of("message").len(),
         msgs,
@@ -538,7 +476,7 @@ fn a_forked_chain_is_refused_and_shown_until_the_human_resyncs() {
     )
     .unwrap();
     net.advance(10);
-    send(&mut net, BOB, ALICE, "four");
+    net.send_text(BOB, ALICE, "four");
     let all = net.nodes[ALICE].events_of("message");
     assert_eq!(
         all.len(),
@@ -556,11 +494,11 @@ fn a_forked_chain_is_refused_and_shown_until_the_human_resyncs() {
 #[test]
 fn no_seq_is_reused_after_a_restart() {
     let mut net = contacts_by_probe();
-    send(&mut net, BOB, ALICE, "one");
+    net.send_text(BOB, ALICE, "one");
     net.nodes[BOB].reload();
-    send(&mut net, BOB, ALICE, "two");
+    net.send_text(BOB, ALICE, "two");
     net.nodes[BOB].reload();
-    let r = send(&mut net, BOB, ALICE, "three");
+    let r = net.send_text(BOB, ALICE, "three");
     assert_eq!(r["seq"], 3, "§7: the seq was committed with the outbox");
     assert_eq!(net.nodes[ALICE].events_of("message").len(), 3);
     assert!(net.nodes[ALICE].events_of("forked").is_empty());
@@ -571,8 +509,8 @@ fn over_the_grants_max_frequency_the_contact_is_revoked() {
     let mut net = Net::new(2);
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &[]);
-    let probe_id = probe(&mut net);
-    let req = pending_id(&net, ALICE);
+    let probe_id = net.probe(BOB, "alice@example.com", Some("Alice"));
+    let req = net.pending_id(ALICE);
     net.cmd(
         ALICE,
         Command::Grant {
@@ -593,7 +531,7 @@ fn over_the_grants_max_frequency_the_contact_is_revoked() {
     )
     .unwrap();
     for i in 0..4 {
-        send(&mut net, BOB, ALICE, &format!("m{i}"));
+        net.send_text(BOB, ALICE, &format!("m{i}"));
     }
     assert_eq!(net.nodes[ALICE].events_of("message").len(), 3);
     let rev = net.nodes[ALICE].events_of("revoked");
@@ -628,7 +566,7 @@ fn a_card_change_reaches_contacts_and_changes_nothing_else() {
     // The same card again is ignored.
     assert!(net.nodes[BOB].events_of("card_update_refused").is_empty());
     // Relays now route Bob's messages to the new relay too.
-    let r = send(&mut net, BOB, ALICE, "hi");
+    let r = net.send_text(BOB, ALICE, "hi");
     assert_eq!(r["seq"], 1);
     assert_eq!(net.nodes[ALICE].events_of("message").len(), 1);
 }
@@ -638,7 +576,7 @@ fn a_probe_per_address_per_30_days() {
     let mut net = Net::new(2);
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &[]);
-    probe(&mut net);
+    net.probe(BOB, "alice@example.com", Some("Alice"));
     let again = net.cmd(
         BOB,
         Command::Request {
@@ -650,7 +588,7 @@ fn a_probe_per_address_per_30_days() {
     let e = again.unwrap_err().to_string();
     assert!(e.contains("less than 30 days"), "{e}");
     net.advance(31 * 24 * 3600);
-    probe(&mut net);
+    net.probe(BOB, "alice@example.com", Some("Alice"));
 }
 
 #[test]
@@ -733,7 +671,7 @@ fn delivery_heals_to_the_next_carrier_when_relays_fail() {
 #[test]
 fn the_restored_state_decides_like_the_live_one() {
     let mut net = contacts_by_probe();
-    send(&mut net, BOB, ALICE, "one");
+    net.send_text(BOB, ALICE, "one");
     // Rebuild Alice from her records mid-conversation: every later decision
     // is the same as the live agent's.
     let live_contacts = format!("{:?}", net.nodes[ALICE].agent.state.contacts);
@@ -742,7 +680,7 @@ fn the_restored_state_decides_like_the_live_one() {
         live_contacts,
         format!("{:?}", net.nodes[ALICE].agent.state.contacts)
     );
-    send(&mut net, BOB, ALICE, "two");
+    net.send_text(BOB, ALICE, "two");
     assert_eq!(net.nodes[ALICE].events_of("message").len(), 2);
     assert!(net.nodes[ALICE].events_of("forked").is_empty());
 }
@@ -786,8 +724,8 @@ fn a_confirm_phrase_grants_only_the_terms_it_was_shown_with() {
     let mut net = Net::new(2);
     net.init(ALICE, &["alice@example.com"]);
     net.init(BOB, &[]);
-    probe(&mut net);
-    let req = pending_id(&net, ALICE);
+    net.probe(BOB, "alice@example.com", Some("Alice"));
+    let req = net.pending_id(ALICE);
     let scope = grant_scope();
     let mut rng = rand_core::OsRng;
     let now = net.now;

@@ -2,6 +2,7 @@
 //! outside. The protocol core decides what to send and what a received
 //! document means; a transport never interprets an envelope.
 
+pub mod hints;
 pub mod nostr;
 
 pub use self::nostr::{

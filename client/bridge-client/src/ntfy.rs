@@ -122,21 +122,9 @@ impl FromStr for Since {
         if s.bytes().all(|b| b.is_ascii_digit()) {
             return s.parse().map(Since::Time).map_err(|_| bad());
         }
-        let (n, unit) = s.split_at(s.len() - 1);
-        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
-            let mul = match unit {
-                "s" => Some(1),
-                "m" => Some(60),
-                "h" => Some(3600),
-                "d" => Some(86_400),
-                _ => None,
-            };
-            if let Some(mul) = mul {
-                let n: u64 = n.parse().map_err(|_| bad())?;
-                return Ok(Since::Ago(Duration::from_secs(
-                    n.checked_mul(mul).ok_or_else(bad)?,
-                )));
-            }
+        if let Some(secs) = rdv_proto::time::parse_duration(s) {
+            let secs = u64::try_from(secs).map_err(|_| bad())?;
+            return Ok(Since::Ago(Duration::from_secs(secs)));
         }
         Ok(Since::Id(s.to_owned()))
     }

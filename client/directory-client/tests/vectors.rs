@@ -142,8 +142,43 @@ fn ours() -> Value {
             "listing": listing,
         }));
     }
+    // The padding rule's edge (docs/directory-protocol.md): a card whose
+    // canonical form is exactly 1,024 bytes is sealed with no spaces.
+    let y0 = h(&cases[0]["y"]);
+    let exact = exact_block_card(&agent, t0);
+    let exact_len = rdv_proto::canon::to_vec(&exact).unwrap().len();
+    assert_eq!(exact_len, 1024);
+    let exact_sealed = seal::seal(&exact, &y0, &mut FixedRng(vec![0; 32])).unwrap();
+    // "The card claims the address": same type, same canonical value.
+    let parsed = rdv_proto::doc::card::Card::verify(&card, t0, false).unwrap();
+    let claims: Vec<Value> = [
+        ("JOHN@doe.com", true),
+        (" john@DOE.com", true),
+        ("+972 54 000 0000", true),
+        ("+972-54-000-0001", false),
+        ("jane@doe.com", false),
+        ("john@doe.co", false),
+    ]
+    .iter()
+    .map(|(raw, want)| {
+        let got = parsed.claims(&Address::parse(raw).unwrap());
+        assert_eq!(got, *want, "{raw}");
+        json!({"address": raw, "claimed": want})
+    })
+    .collect();
     json!({
         "description": "rdv directory vectors (docs/directory-protocol.md): OPRF key = RFC 9497 A.3.2 skSm; agent seed = 32 bytes of 0x01",
+        "sealed_exact_block": {
+            "why": "canon(card) is exactly 1024 bytes: no padding; sealed under cases[0].y with a zero nonce, raw length 12 + 1024 + 16",
+            "card": exact,
+            "canon_len": exact_len,
+            "seal_nonce": "000000000000000000000000",
+            "sealed": exact_sealed,
+        },
+        "claims": {
+            "why": "addresses looked up against `card`: claimed when some discovery address has the same type and canonical value",
+            "cases": claims,
+        },
         "sk_s": hex::encode(h(&rfc["sk_s"])),
         "key_id": key.public().id(),
         "agent_seed": hex::encode([1u8; 32]),
@@ -151,6 +186,33 @@ fn ours() -> Value {
         "cases": cases,
         "invalid_elements": invalid_elements(&elements[0]),
     })
+}
+
+/// A card of `agent` whose canonical form is exactly 1,024 bytes: a
+/// capability URI grown one character at a time until it fits.
+fn exact_block_card(agent: &AgentKey, t0: rdv_proto::time::Instant) -> Value {
+    for n in 0..200 {
+        let mut b = CardBuilder::new(t0, vec!["wss://relay.example".into()]);
+        b.addresses = vec![Address::parse("john@doe.com").unwrap()];
+        b.capabilities
+            .push(format!("https://example.org/ext/{}", "p".repeat(n)));
+        b.capabilities
+            .push(format!("https://example.org/ext/{}", "q".repeat(150)));
+        b.capabilities
+            .push(format!("https://example.org/ext/{}", "r".repeat(150)));
+        b.capabilities
+            .push(format!("https://example.org/ext/{}", "s".repeat(150)));
+        let card = b.sign(agent).unwrap();
+        let len = rdv_proto::canon::to_vec(&card).unwrap().len();
+        if len == 1024 {
+            return card;
+        }
+        assert!(
+            len < 1024,
+            "the base card is already over 1024 bytes ({len})"
+        );
+    }
+    panic!("no capability length gives a 1024-byte card");
 }
 
 /// Encodings every element decoder must refuse (RFC 9497 §4.3
@@ -208,6 +270,15 @@ fn directory_vectors() {
     }
     let want: Value = serde_json::from_str(&std::fs::read_to_string(OURS_PATH).unwrap()).unwrap();
     assert_eq!(got, want, "docs/test-vectors/directory.json is stale");
+    // The exact-block card is sealed with no padding, and opens to itself.
+    let e = &want["sealed_exact_block"];
+    let y0 = h(&want["cases"][0]["y"]);
+    let raw = rdv_proto::encoding::base64_decode(e["sealed"].as_str().unwrap()).unwrap();
+    assert_eq!(raw.len(), 12 + 1024 + 16);
+    assert_eq!(
+        seal::open(e["sealed"].as_str().unwrap(), &y0).unwrap(),
+        e["card"]
+    );
     // The sealed card opens with y and is the card; the listing verifies.
     for c in want["cases"].as_array().unwrap() {
         let y = h(&c["y"]);

@@ -209,17 +209,26 @@ impl GatewayClient {
         )
     }
 
-    /// `POST /v1/send/invite`: the gateway mails the signed invite (§5.2.2).
+    /// `POST /v1/send/invite`: the gateway mails the signed invite (§5.2.2)
+    /// with `source` (where the owner got the address: required, stated in
+    /// the invite), the owner's `note`, an explainer link and the opt-out.
     pub fn send_invite(
         &self,
         to: &str,
         invite: &Value,
+        source: &str,
         note: Option<&str>,
         from_mailbox: Option<&str>,
     ) -> Result<Sent> {
+        if source.trim().is_empty() {
+            return Err(Error::Input(
+                "the source (where you got the address) is required".into(),
+            ));
+        }
         let body = SendInviteBody {
             to: email(to)?,
             invite: invite.clone(),
+            source: source.trim().to_string(),
             from_mailbox: from_mailbox.map(email).transpose()?,
             note: note.map(str::to_string),
         };

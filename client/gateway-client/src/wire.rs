@@ -76,6 +76,9 @@ pub struct SendAckBody {
 pub struct SendInviteBody {
     pub to: String,
     pub invite: Value,
+    /// Where the owner got the address (§5.2.2): the gateway states it in
+    /// every invite, whatever the note says.
+    pub source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_mailbox: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -325,7 +325,13 @@ fn probe_answer_echo_release_and_invite(backend: Backend) {
     let inv_id = "3b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c01";
     let inv = Invite::build(inv_id, Some("dana@d.test"), "tok3n", now, alice.key()).unwrap();
     let sent = alice
-        .send_invite("dana@d.test", &inv, Some("Hi Dana, it's Alice."), None)
+        .send_invite(
+            "dana@d.test",
+            &inv,
+            "the book club's member list",
+            Some("Hi Dana, it's Alice."),
+            None,
+        )
         .unwrap();
     assert_eq!(
         (sent.status.as_str(), sent.id.as_deref()),
@@ -335,7 +341,7 @@ fn probe_answer_echo_release_and_invite(backend: Backend) {
     assert_eq!(
         refused(
             alice
-                .send_invite("dana@d.test", &inv2, None, None)
+                .send_invite("dana@d.test", &inv2, "the club list", None, None)
                 .unwrap_err()
         )
         .1,

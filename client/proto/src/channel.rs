@@ -472,15 +472,34 @@ pub enum RestoredDecision {
 /// (§6.4.1): the all-zero hash, which is no envelope's.
 pub const NO_ENVELOPE: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// One sent envelope kept for resends.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One sent envelope kept for resends (§7). An agent may store each on its
+/// own ([`Outbound::head`], [`Outbound::sent`], [`Outbound::from_parts`]), so
+/// a send writes one entry rather than the whole outbox.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Sent {
+pub struct Sent {
     seq: u64,
     prev: Option<String>,
     #[serde(with = "time::serde::rfc3339")]
     created: Instant,
     envelope: Value,
+}
+
+impl Sent {
+    /// The envelope's seq: its place in the outbox.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// [`Outbound`] without its outbox: the next seq and prev, and the notice
+/// waiting for its ack (§6.4.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundHead {
+    next_seq: u64,
+    prev: Option<String>,
+    last_notice: Option<String>,
 }
 
 /// Outbound state towards one peer: the next seq and prev, and the outbox of
@@ -562,6 +581,42 @@ impl Outbound {
     /// How many sent envelopes the outbox holds for resends (at most 64, §7).
     pub fn outbox_len(&self) -> usize {
         self.outbox.len()
+    }
+
+    /// The state without the outbox (stored apart from its entries).
+    pub fn head(&self) -> OutboundHead {
+        OutboundHead {
+            next_seq: self.next_seq,
+            prev: self.prev.clone(),
+            last_notice: self.last_notice.clone(),
+        }
+    }
+
+    /// The outbox, oldest first (seqs increasing).
+    pub fn sent(&self) -> impl Iterator<Item = &Sent> {
+        self.outbox.iter()
+    }
+
+    /// Puts a state back together from [`Outbound::head`] and the
+    /// [`Outbound::sent`] entries, checked as strictly as a whole stored
+    /// state: at most 64 entries (§7), in increasing seq, each below the
+    /// next seq.
+    pub fn from_parts(head: OutboundHead, sent: Vec<Sent>) -> std::result::Result<Self, String> {
+        if sent.len() > CHANNEL_OUTBOX {
+            return Err("outbound channel outbox over 64".into());
+        }
+        if sent.windows(2).any(|w| w[0].seq >= w[1].seq) {
+            return Err("outbound channel outbox not in increasing seq".into());
+        }
+        if sent.last().is_some_and(|s| s.seq >= head.next_seq) {
+            return Err("outbound channel outbox holds a seq not below the next".into());
+        }
+        Ok(Self {
+            next_seq: head.next_seq,
+            prev: head.prev,
+            outbox: sent.into(),
+            last_notice: head.last_notice,
+        })
     }
 
     /// Answers `rdv/resend`: what the outbox still holds of the range.
@@ -1236,12 +1291,26 @@ mod tests {
         S: Clone + Serialize + DeserializeOwned + std::fmt::Debug,
         O: PartialEq + std::fmt::Debug,
     {
+        replay_from_every_copy(fresh, steps, apply, observe, snapshot)
+    }
+
+    /// [`replay_from_every_snapshot`] with any way of copying the state.
+    fn replay_from_every_copy<S, I, O>(
+        fresh: S,
+        steps: &[I],
+        apply: impl Fn(&mut S, &I) -> O,
+        observe: impl Fn(&S) -> String,
+        copy_of: impl Fn(&S) -> S,
+    ) where
+        S: Clone + std::fmt::Debug,
+        O: PartialEq + std::fmt::Debug,
+    {
         for cut in 0..=steps.len() {
             let mut live = fresh.clone();
             for step in &steps[..cut] {
                 apply(&mut live, step);
             }
-            let mut copy = snapshot(&live);
+            let mut copy = copy_of(&live);
             // Debug shows every private field, times at full precision.
             assert_eq!(format!("{copy:?}"), format!("{live:?}"), "after step {cut}");
             for (i, step) in steps.iter().enumerate().skip(cut) {
@@ -1620,6 +1689,62 @@ mod tests {
         }
         assert_eq!(live.outbox_len(), CHANNEL_OUTBOX);
         replay_from_every_snapshot(Outbound::new(), &script, apply, observe);
+        // Stored as a head and one record per entry, as the agent keeps it.
+        replay_from_every_copy(Outbound::new(), &script, apply, observe, split_snapshot);
+    }
+
+    /// Saved as [`Outbound::head`] and each [`Outbound::sent`] entry apart,
+    /// as JSON text, and put back with [`Outbound::from_parts`].
+    fn split_snapshot(o: &Outbound) -> Outbound {
+        let head: OutboundHead = snapshot(&o.head());
+        let sent: Vec<Sent> = o.sent().map(snapshot).collect();
+        Outbound::from_parts(head, sent).unwrap()
+    }
+
+    #[test]
+    fn outbound_parts_are_read_strictly() {
+        let mut out = Outbound::new();
+        for seq in 1..=CHANNEL_OUTBOX as u64 + 3 {
+            let (_, prev) = out.next();
+            let prev = prev.map(str::to_string);
+            out.record(
+                &header(seq, prev, h(seq, "o"), tn(seq as i64, 1)),
+                json!({}),
+            );
+        }
+        out.record_notice(&h(1, "n"));
+        let sent: Vec<Sent> = out.sent().cloned().collect();
+        assert_eq!(sent.len(), CHANNEL_OUTBOX);
+        assert_eq!(sent[0].seq(), 4);
+        let whole = Outbound::from_parts(out.head(), sent.clone()).unwrap();
+        assert_eq!(format!("{whole:?}"), format!("{out:?}"));
+
+        let err =
+            |head: OutboundHead, sent: Vec<Sent>| Outbound::from_parts(head, sent).unwrap_err();
+        let mut over = sent.clone();
+        over.insert(0, sent[0].clone());
+        over[0].seq = 3;
+        assert!(err(out.head(), over).contains("outbox over 64"));
+        let mut swapped = sent.clone();
+        swapped.swap(0, 1);
+        assert!(err(out.head(), swapped).contains("increasing seq"));
+        let mut dup = sent.clone();
+        dup[1].seq = dup[0].seq;
+        assert!(err(out.head(), dup).contains("increasing seq"));
+        let mut behind = out.head();
+        behind.next_seq = sent[CHANNEL_OUTBOX - 1].seq;
+        assert!(err(behind, sent.clone()).contains("not below the next"));
+
+        let mut v = serde_json::to_value(out.head()).unwrap();
+        v["outbox"] = json!([]);
+        let e = serde_json::from_value::<OutboundHead>(v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `outbox`"), "{e}");
+        let mut v = serde_json::to_value(&sent[0]).unwrap();
+        v["x"] = json!(1);
+        let e = serde_json::from_value::<Sent>(v).unwrap_err().to_string();
+        assert!(e.contains("unknown field `x`"), "{e}");
     }
 
     #[test]

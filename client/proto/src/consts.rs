@@ -92,6 +92,12 @@ pub const GW_OPTOUT_TAG_INFO: &[u8] = b"rdv1/gw/optout-tag";
 /// the key that hashes stored addresses (per-address send limits), so none
 /// is kept in the clear.
 pub const GW_ADDRESS_HASH_INFO: &[u8] = b"rdv1/gw/address-hash";
+/// §5.2.1 "Verification" (probe gateway): HKDF info prefix of the
+/// per-agent cookie key, `K_agent = HKDF-SHA256(master, prefix ‖ agent ID)`.
+pub const GW_COOKIE_KEY_INFO: &[u8] = b"rdv1/gw/cookie-key:";
+/// Probe gateway mailbox proof: domain separation of the stored hash of a
+/// proof code (the code itself is never kept).
+pub const GW_CODE_HASH_DOMAIN: &[u8] = b"rdv1/gw/code";
 /// Probe gateway API (docs/probe-gateway.md "Signed requests"): the header
 /// carrying an agent's signed request (lowercase; HTTP names are
 /// case-insensitive).
@@ -196,3 +202,114 @@ pub const DIR_LISTING_MAX_BYTES: usize = 24 * 1024;
 pub const DIR_LISTING_MAX_LIFETIME_SECS: i64 = 30 * 24 * 3600;
 /// §4.5 (issue #3): `updated` at most 5 minutes ahead of the server clock.
 pub const DIR_MAX_AHEAD_SECS: i64 = 5 * 60;
+
+/// §7.6.2: metadata key saying a gate is open ("human").
+pub const TASK_AWAITING_KEY: &str = "https://rendezvous.nesher.co/ext/tasks/v1/awaiting";
+/// §7.6.2, §7.4: a task's expires defaults to 48 hours, clamped to 7 days.
+pub const TASK_DEFAULT_EXPIRES_SECS: i64 = 48 * 3600;
+pub const TASK_MAX_EXPIRES_SECS: i64 = 7 * 24 * 3600;
+/// §7.4: open tasks per peer, across all capabilities (reference: 32).
+pub const TASK_MAX_OPEN_PER_PEER: usize = 32;
+/// §5.3, §7.4: max_open per capability when the grant gives none.
+pub const TASK_DEFAULT_MAX_OPEN: u64 = 4;
+/// §7.4: tasks waiting for the human, per peer and in all.
+pub const TASK_MAX_WAITING_PER_PEER: usize = 4;
+pub const TASK_MAX_WAITING_TOTAL: usize = 64;
+/// §7.4 per task: task/inputs (§7.6.2), status updates processed,
+/// artifacts, artifact chunks (seen messageIds and replies: the A2A_*
+/// bounds above).
+pub const TASK_MAX_INPUTS: u32 = 8;
+pub const TASK_MAX_STATUS_UPDATES: u32 = 64;
+pub const TASK_MAX_ARTIFACTS: usize = 8;
+pub const TASK_MAX_ARTIFACT_CHUNKS: u32 = 64;
+/// §7.4: finished tasks and tombstones are pruned after 30 days.
+pub const TASK_PRUNE_AFTER_SECS: i64 = 30 * 24 * 3600;
+
+/// §7.6.4: request/v1 data: at most 4 levels of nesting, 256 values,
+/// strings of at most 2,000 characters, keys of 1–64 characters, at most
+/// 8,192 characters as JSON.
+pub const REQUEST_DATA_MAX_DEPTH: usize = 4;
+pub const REQUEST_DATA_MAX_VALUES: usize = 256;
+pub const REQUEST_DATA_MAX_STRING_CHARS: usize = 2_000;
+pub const REQUEST_DATA_MIN_KEY_CHARS: usize = 1;
+pub const REQUEST_DATA_MAX_KEY_CHARS: usize = 64;
+pub const REQUEST_DATA_MAX_JSON_CHARS: usize = 8_192;
+
+/// §5.3 (b): gross abuse is more rejections for one capability's limit in
+/// its window than this many times the limit…
+pub const ABUSE_LIMIT_FACTOR: u64 = 3;
+/// …or more than this many per-capability rejections in 24 hours.
+pub const ABUSE_MAX_REJECTIONS_PER_DAY: usize = 50;
+/// §5.3 (b): the 24-hour window of the all-capabilities figure.
+pub const ABUSE_DAY_SECS: i64 = 24 * 3600;
+
+/// §5.5: domain separation of the start- and release-gate digests.
+pub const TASK_START_GATE_DIGEST_PREFIX: &[u8] = b"rdv1/task-gate/start:";
+pub const TASK_RELEASE_GATE_DIGEST_PREFIX: &[u8] = b"rdv1/task-gate/release:";
+/// §5.5.1: domain separation of the MAC over an auto-approve setting.
+pub const AUTO_APPROVE_MAC_PREFIX: &[u8] = b"rdv1/auto-approve:";
+/// §5.5.1 (reference): the audit log keeps 1000 lines.
+pub const AUDIT_LOG_MAX_LINES: usize = 1000;
+/// §5.5.1 (reference): owner-passphrase misses before a lockout.
+pub const OWNER_SECRET_MAX_MISSES: u32 = 3;
+
+// ---- A2A mapping and meetings (§7.1–§7.5) ---------------------------------
+
+/// §7.1: the payload types that carry A2A v0.3 objects.
+pub const A2A_MESSAGE_TYPE: &str = "a2a/message";
+pub const A2A_TASK_UPDATE_TYPE: &str = "a2a/task-update";
+/// §7.6.1: the third payload type, general tasks only.
+pub const A2A_ARTIFACT_UPDATE_TYPE: &str = "a2a/artifact-update";
+/// §7.5 rule 2: the card's capabilities for the protocol and A2A itself.
+pub const CAP_RDV_V1: &str = "rdv/v1";
+pub const CAP_A2A_03: &str = "a2a/0.3";
+/// §7.6: the tasks extension (lifecycle of general tasks).
+pub const EXT_TASKS: &str = "https://rendezvous.nesher.co/ext/tasks/v1";
+/// §7.6.4: the general capability.
+pub const EXT_REQUEST: &str = "https://rendezvous.nesher.co/ext/request/v1";
+/// §7.7: the files extension (a profile extension on FilePart).
+pub const EXT_FILES: &str = "https://rendezvous.nesher.co/ext/files/v1";
+/// §7.5 rule 5: the metadata key of the unsupported reply.
+pub const A2A_UNSUPPORTED_KEY: &str = "https://rendezvous.nesher.co/ext/meetings/v1/unsupported";
+/// §7.6.2: the metadata key of a machine reason on a status update.
+pub const A2A_TASKS_REASON_KEY: &str = "https://rendezvous.nesher.co/ext/tasks/v1/reason";
+/// §7.6.1: a message carries at most 8 parts.
+pub const A2A_MAX_PARTS: usize = 8;
+/// §7.4: a text part is at most 16,000 characters.
+pub const A2A_TEXT_MAX_CHARS: usize = 16_000;
+/// §7.4: inline file bytes at most 16 KiB (base64 of it, rounded up).
+pub const A2A_INLINE_FILE_MAX_BYTES: usize = 16 * 1024;
+/// §4.3, §7.5: a message lists at most as many extension URIs as a card.
+pub const A2A_MAX_EXTENSIONS: usize = CARD_MAX_CAPABILITIES;
+/// §7.6.1 referenceTaskIds: at most 8 (our bound; the spec gives none).
+pub const A2A_MAX_REFERENCE_TASKS: usize = 8;
+/// §7.5 rule 5, §7.4: unsupported replies, and answers for a finished
+/// task, at most 8 per task each.
+pub const A2A_MAX_REPLIES_PER_TASK: u32 = 8;
+/// §7.4: seen messageIds per task, at most 64.
+pub const A2A_MAX_SEEN_PER_TASK: usize = 64;
+
+/// §7.2: a slot is at most 12 hours long.
+pub const MEETING_SLOT_MAX_SECS: i64 = 12 * 3600;
+/// §7.2: expires defaults to 48 hours and is clamped to 7 days.
+pub const MEETING_DEFAULT_EXPIRY_SECS: i64 = 48 * 3600;
+pub const MEETING_MAX_EXPIRY_SECS: i64 = 7 * 24 * 3600;
+/// §7.3: an accepter keeps its hold this long past expires (reference: 24 h).
+pub const MEETING_HOLD_GRACE_SECS: i64 = 24 * 3600;
+/// §7.3: the third offer is the last; its receiver accepts or declines.
+pub const MEETING_MAX_OFFERS: usize = 3;
+/// §7.3 reference policy: offer (and counter with) up to 3 slots.
+pub const MEETING_POLICY_SLOTS: usize = 3;
+/// §7.2: slots in one offer, at most 8 (our bound; the spec gives none).
+pub const MEETING_MAX_SLOTS: usize = 8;
+/// §7.4: tasks per peer (reference: 32), finished ones pruned after 30 days.
+pub const MEETING_MAX_TASKS_PER_PEER: usize = 32;
+pub const MEETING_PRUNE_AFTER_SECS: i64 = 30 * 24 * 3600;
+/// §7.2, §5.6: a decline or cancel reason, and a place, are display text of
+/// at most 200 characters (our bound).
+pub const MEETING_TEXT_MAX_CHARS: usize = 200;
+/// §5.5: domain separation of the digest a meeting confirm code is cut
+/// from (peer, contextId, taskId, slot, stage, and the hold's nonce).
+pub const MEETING_GATE_DIGEST_PREFIX: &[u8] = b"rdv1/meeting-gate:";
+/// §5.5: a confirm code is the first 12 hex digits of that digest.
+pub const MEETING_CODE_HEX_LEN: usize = 12;

@@ -78,27 +78,34 @@ pub fn from_unix(secs: i64) -> Result<Instant> {
     OffsetDateTime::from_unix_timestamp(secs).map_err(|_| Error::shape("time", "out of range"))
 }
 
-/// §6.4: `ttl` is `<n><s|m|h|d>` with a positive `n` and no leading zero,
-/// at most 7 days. Returns seconds.
-pub fn parse_ttl(s: &str) -> Result<i64> {
-    let bad = || Error::shape("ttl", "must be <n><s|m|h|d>, n a positive integer");
-    let (num, unit) = s.split_at(s.len().checked_sub(1).ok_or_else(bad)?);
+/// `<n><s|m|h|d>` in seconds, `n` decimal digits (zero allowed): the one
+/// duration syntax of the protocol (§6.4 `ttl`) and of every service's
+/// flags and config. `None` for anything else, or on overflow.
+pub fn parse_duration(s: &str) -> Option<i64> {
+    // Checked: the last byte may be inside a multi-byte character (`1ђ`).
+    let (num, unit) = s.split_at_checked(s.len().checked_sub(1)?)?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let mult = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86400,
-        _ => return Err(bad()),
+        _ => return None,
     };
-    if num.is_empty()
-        || num.len() > 9
-        || num.starts_with('0')
-        || !num.bytes().all(|b| b.is_ascii_digit())
-    {
+    num.parse::<i64>().ok()?.checked_mul(mult)
+}
+
+/// §6.4: `ttl` is `<n><s|m|h|d>` with a positive `n` and no leading zero,
+/// at most 7 days. Returns seconds.
+pub fn parse_ttl(s: &str) -> Result<i64> {
+    let bad = || Error::shape("ttl", "must be <n><s|m|h|d>, n a positive integer");
+    let num = s.get(..s.len().saturating_sub(1)).unwrap_or_default();
+    if num.len() > 9 || num.starts_with('0') {
         return Err(bad());
     }
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    let secs = n * mult;
+    let secs = parse_duration(s).ok_or_else(bad)?;
     if secs > ENVELOPE_MAX_TTL_SECS {
         return Err(Error::shape("ttl", "over 7 days"));
     }
@@ -148,9 +155,32 @@ mod tests {
             "48H",
             " 48h",
             "9999999999d",
+            "1ђ",
+            "ђ",
         ] {
             assert!(parse_ttl(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn duration_grammar() {
+        assert_eq!(parse_duration("0s"), Some(0));
+        assert_eq!(parse_duration("14d"), Some(14 * 86400));
+        assert_eq!(parse_duration("90m"), Some(5400));
+        for bad in [
+            "",
+            "d",
+            "14",
+            "1.5h",
+            "-1h",
+            "14D",
+            "1ђ",
+            "ђ",
+            "99999999999999999999d",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad:?} accepted");
+        }
+        assert_eq!(parse_duration(&format!("{}d", i64::MAX / 86400 + 1)), None);
     }
 
     #[test]

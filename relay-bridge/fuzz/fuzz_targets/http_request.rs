@@ -44,7 +44,7 @@ use rdv_relay_bridge::config::{AuthConfig, DefaultAccess, LimitsConfig, TokenCon
 use rdv_relay_bridge::http::{AppState, app};
 use rdv_relay_bridge::hub::{Hub, HubOptions};
 use rdv_relay_bridge::limits::Limits;
-use rdv_relay_bridge::message::ManualClock;
+use rdv_relay_bridge::message::{Clock as _, ManualClock};
 use rdv_relay_bridge::store::Store;
 use tokio::runtime::Runtime;
 use tower::ServiceExt as _;
@@ -100,7 +100,9 @@ fn ctx() -> &'static Ctx {
             .enable_all()
             .build()
             .expect("a runtime");
-        let clock = Arc::new(ManualClock::new(NOW_SECS * 1_000_000));
+        let clock = Arc::new(ManualClock::new(rdv_relay_bridge::message::unix_us(
+            NOW_SECS * 1_000_000,
+        )));
         let (store, apps, limits, cached) = rt.block_on(async {
             let store = Store::open("sqlite::memory:")
                 .await
@@ -271,10 +273,11 @@ fuzz_target!(|raw: &[u8]| {
     });
     let n = c.runs.fetch_add(1, Ordering::Relaxed) + 1;
     if n % PRUNE_EVERY == 0 {
-        c.clock.advance_secs(CACHE_SECS + 1);
+        c.clock
+            .set(c.clock.now() + Duration::from_secs((CACHE_SECS + 1) as u64));
         c.rt.block_on(async {
             c.cached.flush().await;
-            let now = c.clock.0.load(Ordering::SeqCst) / 1_000_000;
+            let now = c.clock.now().unix_timestamp();
             let _ = c.store.prune(now).await;
         });
         for l in &c.limits {

@@ -15,6 +15,7 @@ use rdv_relay_bridge::message::{Clock, SystemClock};
 use rdv_relay_bridge::serve::{Running, start};
 use rdv_service_kit::testing::PgTestDb;
 
+pub mod mosquitto;
 pub mod v4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +81,8 @@ pub struct Bridge {
     pub db: Db,
 }
 
-/// A config for tests: every listener on 127.0.0.1:0, generous limits.
+/// A config for tests: every listener on 127.0.0.1:0, generous request
+/// limits (HTTP and MQTT; tests of the shipped limits put them back).
 pub fn test_config(db: &Db) -> Config {
     let mut c = Config::default();
     c.http.listen = "127.0.0.1:0".parse().unwrap();
@@ -91,6 +93,10 @@ pub fn test_config(db: &Db) -> Config {
     c.limits.request_replenish_ms = 1;
     c.limits.global_burst = 1_000_000;
     c.limits.global_requests_per_sec = 1_000_000;
+    c.limits.mqtt_publish_burst = 1_000_000;
+    c.limits.mqtt_publish_per_sec = 1_000_000;
+    c.limits.mqtt_global_publish_burst = 1_000_000;
+    c.limits.mqtt_global_publish_per_sec = 1_000_000;
     c
 }
 

@@ -11,6 +11,7 @@
 //! application's own, in-process) are never gated.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::protocol::QoS;
 
@@ -27,6 +28,12 @@ pub enum Verdict {
     NotAuthorized,
     /// A rate limit: the connection is closed (v5: DISCONNECT 0x96 first).
     RateTooHigh,
+    /// rdv patch (PATCHES.md, "Slowing a publisher"): not yet. Nothing was
+    /// spent; the broker holds this packet and every packet read after it,
+    /// stops reading the socket (TCP pushes back on the client, as EMQX
+    /// throttles), keeps writing to the client, and asks again about the
+    /// same packet after this long. The connection stays open.
+    Wait(Duration),
     /// A quota. PUBLISH: the connection is closed (v5: DISCONNECT 0x97
     /// first). SUBSCRIBE: every filter of the packet is refused in the
     /// SUBACK (v4 0x80, v5 0x97).
@@ -50,11 +57,12 @@ pub trait LinkGate: Send + 'static {
 
     /// One PUBLISH (or, at CONNECT, the will message the client registers:
     /// the router publishes it later without asking again). `topic` is the
-    /// full topic name (v5 topic aliases resolved).
+    /// full topic name (v5 topic aliases resolved). For the will, `Wait`
+    /// counts as `Allow`: it is not published now.
     fn publish(&mut self, topic: &[u8], payload_len: usize, qos: QoS) -> Verdict;
 
     /// The filters of one SUBSCRIBE packet, all or none: on anything but
-    /// `Allow` the packet does not reach the router.
+    /// `Allow` the packet does not reach the router (on `Wait`, not yet).
     fn subscribe(&mut self, filters: &[&str]) -> Verdict;
 
     /// The filters of one UNSUBSCRIBE packet (always passed on).

@@ -341,3 +341,124 @@ impl Net {
         serde_json::to_value(&ev).unwrap()
     }
 }
+
+// ---- set-ups the rule tests share -----------------------------------------
+
+/// The default scope an owner grants in the tests (§5.3).
+pub fn grant_scope() -> Value {
+    rdv_agent_core::agent::default_scope(false, &[], "100/day")
+}
+
+/// Node `i`'s records, each value as the bytes the store would hold.
+pub type Snapshot = Vec<(Table, String, Vec<u8>)>;
+
+impl Node {
+    /// Every record, byte for byte, for comparing before and after an input.
+    pub fn snapshot(&self) -> Snapshot {
+        self.records
+            .iter()
+            .map(|((t, k), v)| (*t, k.clone(), serde_json::to_vec(v).unwrap()))
+            .collect()
+    }
+}
+
+impl Net {
+    /// Node `from` probes `address` (a topic probe, §4.4); returns the
+    /// probe's request id.
+    pub fn probe(&mut self, from: usize, address: &str, label: Option<&str>) -> String {
+        let r = self
+            .cmd(
+                from,
+                Command::Request {
+                    to: rdv_agent_core::RequestTo::Address(address.into()),
+                    greeting: "Hi, Bob's agent".into(),
+                    label: label.map(str::to_string),
+                },
+            )
+            .unwrap();
+        r["request_id"].as_str().unwrap().to_string()
+    }
+
+    /// The id of the (first) request pending at node `i`.
+    pub fn pending_id(&self, i: usize) -> String {
+        self.nodes[i]
+            .agent
+            .state
+            .pending
+            .keys()
+            .next()
+            .expect("a pending request")
+            .clone()
+    }
+
+    /// Node `requester` probes `address` of node `grantor`, whose owner
+    /// grants (tier friend, label "Bob"); the requester confirms. Both are
+    /// initialised already.
+    pub fn befriend(&mut self, requester: usize, grantor: usize, address: &str) {
+        let probe_id = self.probe(requester, address, Some("Alice"));
+        let req = self.pending_id(grantor);
+        self.cmd(
+            grantor,
+            Command::Grant {
+                request_id: req,
+                tier: "friend".into(),
+                scope: grant_scope(),
+                label: Some("Bob".into()),
+            },
+        )
+        .unwrap();
+        self.cmd(
+            requester,
+            Command::Confirm {
+                request_id: probe_id,
+                grantor: None,
+                label: None,
+            },
+        )
+        .unwrap();
+    }
+
+    /// A `note/text` message from node `from` to node `to`; the reply.
+    pub fn send_text(&mut self, from: usize, to: usize, text: &str) -> Value {
+        let id = self.nodes[to].id();
+        self.cmd(
+            from,
+            Command::Send {
+                to: id,
+                payload: serde_json::json!({"type": "note/text", "text": text}),
+            },
+        )
+        .unwrap()
+    }
+
+    /// A topic probe (§4.4) signed by node `from`'s key, naming `to_hint`,
+    /// posted on `topic`, as the Nostr event a relay would hand over. Not
+    /// published, and nothing is recorded on `from`.
+    pub fn probe_event(&self, from: usize, to_hint: &str, topic: &str) -> Value {
+        let key = AgentKey::from_seed(self.nodes[from].key);
+        let mut rng = rand_core::OsRng;
+        let mut ctx = Ctx {
+            now: self.now,
+            rng: &mut rng,
+        };
+        let request = rdv_proto::doc::request::RequestBuilder {
+            id: ctx.uuid(),
+            to_hint: Some(to_hint.into()),
+            card: self.card(from),
+            greeting: "hello".into(),
+            capabilities_offered: Vec::new(),
+            ts: self.now,
+        }
+        .sign(&key)
+        .unwrap();
+        let ev = rdv_proto::nostr_event::probe_event(
+            &request,
+            topic,
+            &key.nostr_keys().unwrap(),
+            self.now.unix_timestamp() as u64,
+            [7; 32],
+        )
+        .unwrap();
+        serde_json::to_value(&ev).unwrap()
+    }
+}

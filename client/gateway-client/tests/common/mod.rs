@@ -110,6 +110,8 @@ impl Gw {
         };
         let mut cfg = cfg;
         cfg.flows.mail_domain = Some(GW_DOMAIN.into());
+        // Invites carry the explainer link of this base (§5.2.2).
+        cfg.flows.public_url = Some("https://gw.test".into());
         let clock = Arc::new(ManualClock::new(t(NOW)));
         let mailer = Arc::new(RecordingMailer::default());
         let running = rt.block_on(async {

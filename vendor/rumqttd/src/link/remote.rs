@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 use tokio::time::error::Elapsed;
+use tokio::time::Instant;
 use tokio::{select, time};
 use tracing::{trace, Span};
 
@@ -72,6 +73,12 @@ pub struct RemoteLink<P> {
     /// topic of a PUBLISH that carries only an alias.
     gate: Option<Box<dyn LinkGate>>,
     aliases: HashMap<u16, Bytes>,
+    /// rdv patch (PATCHES.md, "Slowing a publisher"): packets read but not
+    /// yet let through, the first of them told `Verdict::Wait`; while any
+    /// are held the socket is not read. `resume` is when the gate is asked
+    /// again.
+    held: VecDeque<Packet>,
+    resume: Instant,
 }
 
 impl<P: Protocol> RemoteLink<P> {
@@ -139,6 +146,8 @@ impl<P: Protocol> RemoteLink<P> {
             will_delay_interval,
             gate,
             aliases: HashMap::new(),
+            held: VecDeque::new(),
+            resume: Instant::now(),
         })
     }
 
@@ -149,40 +158,64 @@ impl<P: Protocol> RemoteLink<P> {
         // Shouldn't result in bounded queue deadlocks because of blocking n/w send
         loop {
             select! {
-                o = self.network.read() => {
+                // rdv patch (PATCHES.md, "Slowing a publisher"): the socket
+                // is not read while the gate holds packets.
+                o = self.network.read(), if self.held.is_empty() => {
                     let packet = o?;
                     let mut replies = VecDeque::new();
-                    let mut close = None;
+                    let mut gated = Gated::Pass;
                     let (start, len) = {
                         let mut buffer = self.link_tx.buffer();
                         let start = buffer.len();
-                        buffer.push_back(packet);
-                        self.network.readv(&mut buffer)?;
-                        // rdv patch (PATCHES.md, "Connection gate"): only
-                        // what the gate allows reaches the router.
-                        if let Some(gate) = self.gate.as_deref_mut() {
-                            close = gate_packets(
-                                gate,
-                                self.network.is_v5(),
-                                &mut self.aliases,
-                                &mut buffer,
-                                start,
-                                &mut replies,
-                            );
+                        match self.gate.as_deref_mut() {
+                            None => {
+                                buffer.push_back(packet);
+                                self.network.readv(&mut buffer)?;
+                            }
+                            // rdv patch (PATCHES.md, "Connection gate"):
+                            // only what the gate allows reaches the router.
+                            Some(gate) => {
+                                self.held.push_back(packet);
+                                self.network.readv(&mut self.held)?;
+                                gated = gate_packets(
+                                    gate,
+                                    self.network.is_v5(),
+                                    &mut self.aliases,
+                                    &mut self.held,
+                                    &mut buffer,
+                                    &mut replies,
+                                );
+                            }
                         }
                         (start, buffer.len())
                     };
 
                     trace!("Packets read from network, count = {}", len);
-                    if len > start {
-                        self.link_tx.notify().await?;
-                    }
-                    if !replies.is_empty() {
-                        self.network.writev(replies).await?;
-                    }
-                    if let Some(v) = close {
-                        return Err(Error::Gate(v));
-                    }
+                    self.after_gate(len > start, replies, gated).await?;
+                }
+                // rdv patch (PATCHES.md, "Slowing a publisher"): the held
+                // packets are offered to the gate again.
+                _ = time::sleep_until(self.resume), if !self.held.is_empty() => {
+                    let mut replies = VecDeque::new();
+                    let mut gated = Gated::Pass;
+                    let passed = {
+                        let mut buffer = self.link_tx.buffer();
+                        let start = buffer.len();
+                        if let Some(gate) = self.gate.as_deref_mut() {
+                            gated = gate_packets(
+                                gate,
+                                self.network.is_v5(),
+                                &mut self.aliases,
+                                &mut self.held,
+                                &mut buffer,
+                                &mut replies,
+                            );
+                        } else {
+                            buffer.extend(self.held.drain(..));
+                        }
+                        buffer.len() > start
+                    };
+                    self.after_gate(passed, replies, gated).await?;
                 }
                 // Receive from router when previous when state isn't in collision
                 // due to previously received data request
@@ -207,6 +240,43 @@ impl<P: Protocol> RemoteLink<P> {
             }
         }
     }
+
+    /// rdv patch (PATCHES.md, "Connection gate", "Slowing a publisher"):
+    /// tells the router about what passed, writes the refusals'
+    /// acknowledgements, then closes or sets when to ask again.
+    async fn after_gate(
+        &mut self,
+        passed: bool,
+        replies: VecDeque<Packet>,
+        gated: Gated,
+    ) -> Result<(), Error> {
+        if passed {
+            self.link_tx.notify().await?;
+        }
+        if !replies.is_empty() {
+            self.network.writev(replies).await?;
+        }
+        match gated {
+            Gated::Pass => Ok(()),
+            Gated::Wait(d) => {
+                self.resume = Instant::now() + d;
+                Ok(())
+            }
+            Gated::Close(v) => Err(Error::Gate(v)),
+        }
+    }
+}
+
+/// rdv patch: what `gate_packets` decided for a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gated {
+    /// Everything held has been passed on or refused.
+    Pass,
+    /// The first held packet waits this long (PATCHES.md, "Slowing a
+    /// publisher").
+    Wait(Duration),
+    /// The connection closes (after the replies).
+    Close(Verdict),
 }
 
 /// Read MQTT connect packet from network and verify it.
@@ -251,8 +321,11 @@ where
             return Err(Error::InvalidAuth);
         }
         if let Some(w) = will {
-            if gate.publish(&w.topic, w.message.len(), w.qos) != Verdict::Allow {
-                return Err(Error::InvalidAuth);
+            // rdv patch (PATCHES.md, "Slowing a publisher"): a will is not
+            // published now, so a rate's `Wait` does not refuse it.
+            match gate.publish(&w.topic, w.message.len(), w.qos) {
+                Verdict::Allow | Verdict::Wait(_) => {}
+                _ => return Err(Error::InvalidAuth),
             }
         }
     }
@@ -292,10 +365,13 @@ where
 }
 
 /// rdv patch (PATCHES.md, "Connection gate"): asks the gate about the
-/// packets at `buffer[start..]` (just read from the network), keeps those
-/// it allows, and queues the refusals' acknowledgements in `replies`.
-/// Returns `Some` when the connection must close (after `replies`, which
-/// then end with a v5 DISCONNECT); packets after that one are dropped.
+/// packets in `held` (read from the network, in order), moves those it
+/// allows to `buffer` (for the router), and queues the refusals'
+/// acknowledgements in `replies`. Returns `Close` when the connection must
+/// close (after `replies`, which then end with a v5 DISCONNECT); packets
+/// after that one are dropped. Returns `Wait` (PATCHES.md, "Slowing a
+/// publisher") when the gate holds the first packet left in `held`: it and
+/// those after it stay there, in order, for the next call.
 ///
 /// Refusal acknowledgements are written at once, so they may overtake the
 /// router's acknowledgements of earlier packets of the same batch.
@@ -303,12 +379,11 @@ fn gate_packets(
     gate: &mut dyn LinkGate,
     v5: bool,
     aliases: &mut HashMap<u16, Bytes>,
+    held: &mut VecDeque<Packet>,
     buffer: &mut VecDeque<Packet>,
-    start: usize,
     replies: &mut VecDeque<Packet>,
-) -> Option<Verdict> {
-    let read: Vec<Packet> = buffer.drain(start..).collect();
-    for packet in read {
+) -> Gated {
+    while let Some(packet) = held.pop_front() {
         match packet {
             Packet::Publish(publish, props) => {
                 let alias = props.as_ref().and_then(|p| p.topic_alias);
@@ -326,6 +401,10 @@ fn gate_packets(
                     gate.publish(&topic, publish.payload.len(), publish.qos)
                 };
                 match verdict {
+                    Verdict::Wait(d) => {
+                        held.push_front(Packet::Publish(publish, props));
+                        return Gated::Wait(d);
+                    }
                     Verdict::Allow => {
                         if let Some(a) = alias.filter(|_| !publish.topic.is_empty()) {
                             aliases.insert(a, publish.topic.clone());
@@ -348,7 +427,10 @@ fn gate_packets(
                         };
                         replies.push_back(Packet::PubRec(rec, None));
                     }
-                    v => return Some(gate_close(v, v5, replies)),
+                    v => {
+                        held.clear();
+                        return Gated::Close(gate_close(v, v5, replies));
+                    }
                 }
             }
             Packet::Subscribe(subscribe, props) => {
@@ -359,8 +441,13 @@ fn gate_packets(
                         buffer.push_back(Packet::Subscribe(subscribe, props));
                         continue;
                     }
+                    Verdict::Wait(d) => {
+                        held.push_front(Packet::Subscribe(subscribe, props));
+                        return Gated::Wait(d);
+                    }
                     Verdict::RateTooHigh => {
-                        return Some(gate_close(Verdict::RateTooHigh, v5, replies))
+                        held.clear();
+                        return Gated::Close(gate_close(Verdict::RateTooHigh, v5, replies));
                     }
                     _ if !v5 => SubscribeReasonCode::Failure,
                     Verdict::QuotaExceeded => SubscribeReasonCode::QuotaExceeded,
@@ -380,7 +467,7 @@ fn gate_packets(
             other => buffer.push_back(other),
         }
     }
-    None
+    Gated::Pass
 }
 
 /// rdv patch: a v5 client is told why before the connection closes.
@@ -549,6 +636,172 @@ mod tests {
 
         let r = handle_auth(Arc::new(cfg), Some(&login), "").await;
         assert!(r.is_err());
+    }
+
+    /// rdv patch (PATCHES.md, "Slowing a publisher"): a gate that holds
+    /// every PUBLISH on `slow` until `open`, and counts what it was asked.
+    struct Slow {
+        open: bool,
+        asked: Vec<Vec<u8>>,
+    }
+
+    impl crate::gate::LinkGate for Slow {
+        fn connect(&mut self, _: &str, _: Option<(&str, &str)>) -> bool {
+            true
+        }
+        fn publish(&mut self, topic: &[u8], _: usize, _: crate::protocol::QoS) -> Verdict {
+            self.asked.push(topic.to_vec());
+            if topic == b"slow" && !self.open {
+                Verdict::Wait(std::time::Duration::from_millis(7))
+            } else if topic == b"spent" {
+                Verdict::QuotaExceeded
+            } else {
+                Verdict::Allow
+            }
+        }
+        fn subscribe(&mut self, _: &[&str]) -> Verdict {
+            if self.open {
+                Verdict::Allow
+            } else {
+                Verdict::Wait(std::time::Duration::from_millis(9))
+            }
+        }
+        fn unsubscribe(&mut self, _: &[&str]) {}
+    }
+
+    fn publish(topic: &str, payload: &str) -> Packet {
+        Packet::Publish(
+            crate::protocol::Publish::new(topic.to_owned(), payload.to_owned(), false),
+            None,
+        )
+    }
+
+    fn payloads(q: &VecDeque<Packet>) -> Vec<String> {
+        q.iter()
+            .map(|p| match p {
+                Packet::Publish(p, _) => String::from_utf8_lossy(&p.payload).into_owned(),
+                Packet::Subscribe(..) => "SUBSCRIBE".to_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    use super::{gate_packets, Gated, Packet, Verdict};
+    use std::collections::VecDeque;
+
+    /// A `Wait` holds that packet and every one after it, in order, with
+    /// nothing refused or dropped and nothing after it asked about; asked
+    /// again, the same packet passes and the rest follow.
+    #[test]
+    fn a_wait_holds_the_rest_of_the_batch_in_order() {
+        let mut gate = Slow {
+            open: false,
+            asked: Vec::new(),
+        };
+        let mut aliases = HashMap::new();
+        let mut held: VecDeque<Packet> = [
+            publish("fast", "1"),
+            publish("slow", "2"),
+            publish("fast", "3"),
+            Packet::PingReq(crate::protocol::PingReq),
+        ]
+        .into();
+        let (mut buffer, mut replies) = (VecDeque::new(), VecDeque::new());
+        let g = gate_packets(
+            &mut gate,
+            false,
+            &mut aliases,
+            &mut held,
+            &mut buffer,
+            &mut replies,
+        );
+        assert_eq!(g, Gated::Wait(std::time::Duration::from_millis(7)));
+        assert_eq!(payloads(&buffer), ["1"]);
+        assert_eq!(payloads(&held)[..2], ["2", "3"]);
+        assert_eq!(held.len(), 3, "the PINGREQ waits behind them");
+        assert!(replies.is_empty(), "a wait refuses nothing");
+        assert_eq!(gate.asked, [b"fast".to_vec(), b"slow".to_vec()]);
+
+        // Still shut: asked about the same packet only.
+        let g = gate_packets(
+            &mut gate,
+            true,
+            &mut aliases,
+            &mut held,
+            &mut buffer,
+            &mut replies,
+        );
+        assert!(matches!(g, Gated::Wait(_)));
+        assert_eq!(gate.asked.len(), 3);
+        assert_eq!(gate.asked[2], b"slow");
+
+        gate.open = true;
+        let g = gate_packets(
+            &mut gate,
+            false,
+            &mut aliases,
+            &mut held,
+            &mut buffer,
+            &mut replies,
+        );
+        assert_eq!(g, Gated::Pass);
+        assert!(held.is_empty());
+        assert_eq!(buffer.len(), 4);
+        assert_eq!(payloads(&buffer)[..3], ["1", "2", "3"]);
+        assert!(replies.is_empty());
+    }
+
+    /// A SUBSCRIBE can be held as a PUBLISH is; a quota still closes, v5
+    /// with DISCONNECT 0x97, and drops what was held after it.
+    #[test]
+    fn a_held_subscribe_and_a_spent_quota() {
+        let mut gate = Slow {
+            open: false,
+            asked: Vec::new(),
+        };
+        let sub = Packet::Subscribe(
+            crate::protocol::Subscribe {
+                pkid: 1,
+                filters: Vec::new(),
+            },
+            None,
+        );
+        let mut aliases = HashMap::new();
+        let mut held: VecDeque<Packet> = [sub, publish("fast", "1")].into();
+        let (mut buffer, mut replies) = (VecDeque::new(), VecDeque::new());
+        let g = gate_packets(
+            &mut gate,
+            true,
+            &mut aliases,
+            &mut held,
+            &mut buffer,
+            &mut replies,
+        );
+        assert_eq!(g, Gated::Wait(std::time::Duration::from_millis(9)));
+        assert!(buffer.is_empty(), "nothing passes a held SUBSCRIBE");
+        assert_eq!(payloads(&held), ["SUBSCRIBE", "1"]);
+
+        gate.open = true;
+        held.push_back(publish("spent", "2"));
+        held.push_back(publish("fast", "3"));
+        let g = gate_packets(
+            &mut gate,
+            true,
+            &mut aliases,
+            &mut held,
+            &mut buffer,
+            &mut replies,
+        );
+        assert_eq!(g, Gated::Close(Verdict::QuotaExceeded));
+        assert_eq!(payloads(&buffer), ["SUBSCRIBE", "1"]);
+        assert!(held.is_empty(), "nothing after the closing packet is kept");
+        match replies.back() {
+            Some(Packet::Disconnect(d, _)) => assert_eq!(
+                d.reason_code,
+                crate::protocol::DisconnectReasonCode::QuotaExceeded
+            ),
+            other => panic!("no DISCONNECT: {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -1,0 +1,922 @@
+//! The agent's carriers besides Nostr, end to end (SPEC §4.4 item 1, §6.1,
+//! §6.3, §5.2.2): real `rdv` processes, each with its own home, against
+//! `rdv-dev-relay` and the real `rdv-relay-bridge` (its ntfy HTTP API and
+//! its embedded MQTT broker), all on ephemeral loopback ports.
+//!
+//! Every journey is asserted on both sides. Waits are bounded polls of
+//! `rdv inbox --json` and `rdv contact pending --json`; nothing sleeps to
+//! assert timing. Every process is owned by a guard that kills it when
+//! dropped. The harness is the one of `agent_journeys.rs`, trimmed to what
+//! these journeys use.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdv_e2e::{Server, TempDir, bin, free_port, port_open, start_server};
+use serde_json::{Value, json};
+
+/// How long a wait polls before the journey fails.
+const WAIT: Duration = Duration::from_secs(20);
+/// A wait that spans a failing carrier: the sender retries on its 5 s tick
+/// and heals to the next carrier after two failed attempts.
+const WAIT_HEAL: Duration = Duration::from_secs(60);
+/// How long one `rdv` command may run (a publish to a dead relay gives up
+/// after its 10 s connect timeout).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// Between two polls.
+const POLL: Duration = Duration::from_millis(250);
+
+// ---- the Nostr relay ---------------------------------------------------------
+
+/// `rdv-dev-relay` on a loopback port of its own, killed when dropped;
+/// `stop` takes it down for good (its port then refuses connections).
+struct Relay {
+    port: u16,
+    url: String,
+    child: Option<Child>,
+    _dir: TempDir,
+}
+
+impl Relay {
+    fn dev(name: &str) -> Relay {
+        let dir = TempDir::new(&format!("relay-{name}"));
+        let log = dir.path().join("relay.log");
+        let mut child = Command::new(bin("rdv-dev-relay"))
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let Some(Ok(first)) = lines.next() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "rdv-dev-relay exited before printing its URL:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        };
+        std::thread::spawn(move || for _ in lines {});
+        let v: Value = serde_json::from_str(&first).unwrap();
+        let url = v["url"].as_str().unwrap().to_string();
+        let port: u16 = url
+            .trim_start_matches("ws://127.0.0.1:")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap_or_else(|_| panic!("not a loopback relay URL: {url}"));
+        Relay {
+            port,
+            url,
+            child: Some(child),
+            _dir: dir,
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        wait_until("the stopped relay's port to close", WAIT, || {
+            (!port_open(self.port)).then_some(())
+        });
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+// ---- the relay bridge (ntfy and MQTT) ------------------------------------------
+
+/// `rdv-relay-bridge serve` on ports 0: its ntfy URL and its embedded MQTT
+/// broker's URL; killed when dropped.
+struct Bridge {
+    child: Child,
+    http: String,
+    mqtt: String,
+    _dir: TempDir,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_bridge() -> Bridge {
+    let dir = TempDir::new("bridge");
+    let mut child = Command::new(bin("rdv-relay-bridge"))
+        .args(["serve", "--http-listen", "127.0.0.1:0"])
+        .args(["--mqtt-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let Some(Ok(first)) = lines.next() else {
+        let log = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default();
+        panic!("the bridge exited before its address line:\n{log}");
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let v: Value = serde_json::from_str(&first).unwrap();
+    Bridge {
+        child,
+        http: format!("http://{}", v["http"].as_str().unwrap()),
+        mqtt: format!("mqtt://{}", v["mqtt"].as_str().unwrap()),
+        _dir: dir,
+    }
+}
+
+// ---- the probe gateway (§5.2.2 invites) ------------------------------------------
+
+/// `rdv-probe-gateway serve` on port 0; the mail it sends is spooled to
+/// files (its outbox), read here as the recipients' mailboxes.
+struct Gateway {
+    server: Server,
+    dir: TempDir,
+    seen: std::collections::HashSet<PathBuf>,
+}
+
+impl Gateway {
+    fn start() -> Gateway {
+        let dir = TempDir::new("carriers-gw");
+        let config = dir.path().join("gateway.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "http_listen = \"127.0.0.1:0\"\ndata_dir = \"{}\"\n\n[flows]\nmail_domain = \"gw.test\"\npublic_url = \"https://gw.test\"\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let mut serve = Command::new(bin("rdv-probe-gateway"));
+        serve.arg("serve").arg("--config").arg(&config);
+        Gateway {
+            server: start_server(serve),
+            dir,
+            seen: std::collections::HashSet::new(),
+        }
+    }
+
+    fn url(&self) -> &str {
+        &self.server.url
+    }
+
+    /// The mail spooled since the last call.
+    fn new_mail(&mut self) -> Vec<String> {
+        let outbox = self.dir.path().join("data").join("outbox");
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir(&outbox) else {
+            return out;
+        };
+        for e in rd {
+            let p = e.unwrap().path();
+            if self.seen.insert(p.clone()) {
+                out.push(std::fs::read_to_string(&p).unwrap());
+            }
+        }
+        out
+    }
+}
+
+// ---- an agent's home ---------------------------------------------------------
+
+/// One person's agent: a home of its own, an optional `rdv listen`, and
+/// the logs of every command it ran (kept for failure messages).
+struct Agent {
+    name: String,
+    dir: TempDir,
+    home: PathBuf,
+    id: String,
+    fingerprint: String,
+    listener: Option<Child>,
+    listens: usize,
+    runs: Cell<usize>,
+}
+
+/// What one `rdv` command did.
+struct Run {
+    what: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{}: not a JSON line ({e}): {l}", self.what))
+            })
+            .collect()
+    }
+}
+
+/// A command still running.
+struct Running {
+    what: String,
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Running {
+    fn finish(mut self) -> Run {
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{} ran over {COMMAND_TIMEOUT:?}; stderr:\n{}",
+                    self.what,
+                    std::fs::read_to_string(&self.err).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let run = Run {
+            what: self.what.clone(),
+            code: status.code().unwrap_or(-1),
+            stdout: std::fs::read_to_string(&self.out).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&self.err).unwrap_or_default(),
+        };
+        let _ = std::fs::remove_file(&self.out);
+        let _ = std::fs::remove_file(&self.err);
+        run
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Agent {
+    /// A home with no agent yet.
+    fn new(name: &str) -> Agent {
+        let dir = TempDir::new(&format!("agent-{name}"));
+        let home = dir.path().join("home");
+        Agent {
+            name: name.to_string(),
+            dir,
+            home,
+            id: String::new(),
+            fingerprint: String::new(),
+            listener: None,
+            listens: 0,
+            runs: Cell::new(0),
+        }
+    }
+
+    /// `rdv init` with these arguments; the agent's ID kept.
+    fn init(name: &str, args: &[&str]) -> Agent {
+        let mut a = Agent::new(name);
+        let mut all = vec!["init"];
+        all.extend_from_slice(args);
+        let v = a.ok(&all);
+        a.id = v["id"].as_str().unwrap().to_string();
+        a.fingerprint = v["fingerprint"].as_str().unwrap().to_string();
+        assert!(a.id.starts_with("rdv1:"), "{v}");
+        a
+    }
+
+    fn spawn(&self, args: &[&str]) -> Running {
+        let n = self.runs.get();
+        self.runs.set(n + 1);
+        let out = self.dir.path().join(format!("run-{n}.out"));
+        let err = self.dir.path().join(format!("run-{n}.err"));
+        let child = Command::new(bin("rdv"))
+            .arg("--home")
+            .arg(&self.home)
+            .arg("--json")
+            .args(args)
+            .env_remove("RDV_HOME")
+            .env_remove("RDV_PROFILE")
+            .env_remove("RDV_LOG_JSON")
+            // Discovery's DNS step (§4.4) would ask the system resolver
+            // about example.com: these journeys never leave loopback.
+            .env("RDV_DNS_SERVER", "off")
+            .stdin(Stdio::null())
+            .stdout(File::create(&out).unwrap())
+            .stderr(File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        Running {
+            what: format!("{}: rdv {}", self.name, args.join(" ")),
+            child,
+            out,
+            err,
+        }
+    }
+
+    fn rdv(&self, args: &[&str]) -> Run {
+        self.spawn(args).finish()
+    }
+
+    /// Runs a command that must succeed; its (last) JSON line.
+    fn ok(&self, args: &[&str]) -> Value {
+        let r = self.rdv(args);
+        assert_eq!(
+            r.code, 0,
+            "{} failed ({}):\nstdout: {}\nstderr: {}",
+            r.what, r.code, r.stdout, r.stderr
+        );
+        r.lines()
+            .pop()
+            .unwrap_or_else(|| panic!("{} printed nothing", r.what))
+    }
+
+    /// Starts `rdv listen --json`; its output goes to log files.
+    fn listen(&mut self) {
+        assert!(self.listener.is_none(), "{} listens already", self.name);
+        self.listens += 1;
+        let n = self.listens;
+        let child = Command::new(bin("rdv"))
+            .arg("--home")
+            .arg(&self.home)
+            .args(["--json", "listen"])
+            .env(
+                "RDV_LOG",
+                std::env::var("RDV_E2E_LISTEN_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .env_remove("RDV_HOME")
+            .env_remove("RDV_PROFILE")
+            .env("RDV_DNS_SERVER", "off")
+            .stdin(Stdio::null())
+            .stdout(File::create(self.dir.path().join(format!("listen-{n}.out"))).unwrap())
+            .stderr(File::create(self.dir.path().join(format!("listen-{n}.err"))).unwrap())
+            .spawn()
+            .unwrap();
+        self.listener = Some(child);
+    }
+
+    /// What the listener wrote on stderr (for failure messages).
+    fn listener_log(&self) -> String {
+        let mut s = String::new();
+        for n in 1..=self.listens {
+            let p = self.dir.path().join(format!("listen-{n}.err"));
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            s.push_str(&format!("--- listen {n} stderr (last lines) ---\n"));
+            for l in tail.into_iter().rev() {
+                s.push_str(l);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// A listener that died is a failure, not a silent timeout later.
+    fn check_listener(&mut self) {
+        if let Some(c) = &mut self.listener
+            && let Some(st) = c.try_wait().unwrap()
+        {
+            panic!(
+                "{}: rdv listen exited ({st}):\n{}",
+                self.name,
+                self.listener_log()
+            );
+        }
+    }
+
+    fn inbox(&self) -> Vec<Value> {
+        let r = self.rdv(&["inbox", "--limit", "1000"]);
+        assert_eq!(r.code, 0, "{}: {}", r.what, r.stderr);
+        r.lines()
+    }
+
+    /// Polls the inbox until an event matches.
+    fn wait_event_for(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.check_listener();
+            let events = self.inbox();
+            if let Some(e) = events.iter().find(|e| pred(e)) {
+                return e.clone();
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{}: no {what} in the inbox within {timeout:?}; inbox:\n{}\n{}",
+                    self.name,
+                    events
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    self.listener_log()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    fn wait_event(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.wait_event_for(what, WAIT, pred)
+    }
+
+    /// Waits for a note with this text from `from`; the event.
+    fn wait_note_for(&mut self, from: &Agent, text: &str, timeout: Duration) -> Value {
+        let id = from.id.clone();
+        let e = self.wait_event_for(&format!("note {text:?} from {}", from.name), timeout, |e| {
+            e["kind"] == "message"
+                && e["from"] == id.as_str()
+                && note_text(e).as_deref() == Some(text)
+        });
+        assert_eq!(e["payload_type"], "note/text", "{e}");
+        e
+    }
+
+    /// Polls `rdv contact pending --json` until `pick` finds something.
+    fn wait_pending<T>(&mut self, what: &str, pick: impl Fn(&Value) -> Option<T>) -> T {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            self.check_listener();
+            let p = self.ok(&["contact", "pending"]);
+            if let Some(t) = pick(&p) {
+                return t;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{}: no {what} in `rdv contact pending` within {WAIT:?}: {p}\n{}",
+                    self.name,
+                    self.listener_log()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits for a request from `from` in our pending list; its entry.
+    fn wait_request_from(&mut self, from: &Agent) -> Value {
+        let id = from.id.clone();
+        self.wait_pending(&format!("request from {}", from.name), |p| {
+            p["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["from"] == id.as_str())
+                .cloned()
+        })
+    }
+
+    fn contacts(&self) -> Vec<Value> {
+        self.ok(&["contact", "list"])["contacts"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    fn contact(&self, other: &Agent) -> Option<Value> {
+        self.contacts()
+            .into_iter()
+            .find(|c| c["id"] == other.id.as_str())
+    }
+
+    /// Our signed card, as `rdv card --json` prints it, in a file.
+    fn card_file(&self) -> PathBuf {
+        let card = self.ok(&["card"]);
+        assert_eq!(card["id"], self.id.as_str(), "{card}");
+        let path = self.dir.path().join("card.json");
+        std::fs::write(&path, card.to_string()).unwrap();
+        path
+    }
+
+    /// Sends a note; the reply (`to`, `seq`, `delivery`).
+    fn send_note(&self, to: &str, text: &str) -> Value {
+        let v = self.ok(&["send", to, &note(text)]);
+        assert!(v["seq"].as_u64().is_some(), "{v}");
+        v
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.listener.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+// ---- helpers ---------------------------------------------------------------
+
+fn note(text: &str) -> String {
+    json!({"type": "note/text", "text": text}).to_string()
+}
+
+/// The text of a `note/text` message event.
+fn note_text(e: &Value) -> Option<String> {
+    let raw = e["payload"]["untrusted_peer_text"].as_str()?;
+    let v: Value = serde_json::from_str(raw).ok()?;
+    v["text"].as_str().map(str::to_string)
+}
+
+fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "no {what} within {timeout:?}");
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The relays a delivery report lists under `accepted` or `failed`.
+fn delivery(reply: &Value, field: &str) -> Vec<String> {
+    reply["delivery"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no delivery in {reply}"))
+        .iter()
+        .filter(|d| d["carrier"] == "nostr")
+        .flat_map(|d| d[field].as_array().cloned().unwrap_or_default())
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// What the ntfy server has cached on `topic`, bodies parsed as JSON.
+fn ntfy_cached(a: &Agent, bridge: &Bridge, topic: &str) -> Vec<Value> {
+    let r = a.rdv(&["bridge", "sub", "--url", &bridge.http, topic, "--poll"]);
+    assert_eq!(r.code, 0, "{}: {}", r.what, r.stderr);
+    r.lines()
+        .iter()
+        .map(|m| serde_json::from_str(m["message"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+/// The fallback entries of `type` a card lists.
+fn fallbacks<'a>(card: &'a Value, ty: &str) -> Vec<&'a Value> {
+    card["rendezvous"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == ty)
+        .collect()
+}
+
+/// The non-Nostr carriers a command's delivery report lists, with `ok`.
+fn carried(reply: &Value) -> Vec<(String, bool)> {
+    reply["delivery"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no delivery in {reply}"))
+        .iter()
+        .filter(|d| d["carrier"] != "nostr")
+        .map(|d| (d["carrier"].as_str().unwrap().to_string(), d["ok"] == true))
+        .collect()
+}
+
+// ---- 1. relay down: the delivery heals to MQTT, both ways --------------------
+
+#[test]
+fn relay_down_the_delivery_heals_to_mqtt() {
+    let mut relay = Relay::dev("mqtt-heal");
+    let bridge = start_bridge();
+    let args = |addr: &'static str| {
+        vec![
+            "--address".to_string(),
+            addr.to_string(),
+            "--relay".into(),
+            relay.url.clone(),
+            "--allow-ws".into(),
+            "--mqtt".into(),
+            bridge.mqtt.clone(),
+        ]
+    };
+    let init = |name: &str, addr: &'static str| {
+        let a = args(addr);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        Agent::init(name, &a)
+    };
+    let mut alice = init("alice", "alice@example.com");
+    let mut bob = init("bob", "bob@example.com");
+    for a in [&alice, &bob] {
+        let card = a.ok(&["card"]);
+        let m = fallbacks(&card, "mqtt");
+        assert_eq!(m.len(), 1, "the card lists the broker: {card}");
+        assert_eq!(m[0]["url"], bridge.mqtt.as_str(), "{card}");
+    }
+    alice.listen();
+    let file = alice.card_file();
+    bob.ok(&["card", "import", file.to_str().unwrap()]);
+    let r = bob.ok(&["contact", "request", &alice.id, "--label", "Alice"]);
+    let rid = r["request_id"].as_str().unwrap().to_string();
+    bob.listen();
+    alice.wait_request_from(&bob);
+    alice.ok(&["contact", "grant", &rid, "--label", "Bob"]);
+    let aid = alice.id.clone();
+    bob.wait_event("contact", |e| {
+        e["kind"] == "contact" && e["id"] == aid.as_str()
+    });
+
+    // The only relay goes away for good. Bob's delivery fails there, and
+    // his listener heals it to the next carrier on Alice's card, the MQTT
+    // broker, where her listener receives it.
+    relay.stop();
+    let r = bob.send_note("Alice", "over mqtt");
+    assert_eq!(delivery(&r, "failed"), vec![relay.url.clone()], "{r}");
+    let e = alice.wait_note_for(&bob, "over mqtt", WAIT_HEAL);
+    assert_eq!(e["label"], "Bob", "{e}");
+    wait_until("Bob's queue to drain", WAIT, || {
+        (bob.ok(&["status"])["deliveries_under_way"] == 0).then_some(())
+    });
+
+    // And back: Alice's answer heals to Bob's broker.
+    alice.send_note("Bob", "back over mqtt");
+    let e = bob.wait_note_for(&alice, "back over mqtt", WAIT_HEAL);
+    assert_eq!(e["label"], "Alice", "{e}");
+    wait_until("Alice's queue to drain", WAIT, || {
+        (alice.ok(&["status"])["deliveries_under_way"] == 0).then_some(())
+    });
+}
+
+// ---- 2. discovery and a topic probe over ntfy and MQTT, relay down -----------
+
+#[test]
+fn pointer_and_probe_over_ntfy_and_mqtt_while_the_relay_is_down() {
+    let mut relay = Relay::dev("hints");
+    let bridge = start_bridge();
+    // Alice is findable by her address: her pointer goes on her relay and
+    // on both hint servers of her card.
+    let mut alice = Agent::init(
+        "alice",
+        &[
+            "--address",
+            "alice@example.com",
+            "--relay",
+            &relay.url,
+            "--public-pointer",
+            "--allow-ws",
+            "--ntfy",
+            &bridge.http,
+            "--mqtt",
+            &bridge.mqtt,
+        ],
+    );
+    // Bob asks the ntfy server he uses, Carol the MQTT broker she uses.
+    let mut bob = Agent::init(
+        "bob",
+        &["--relay", &relay.url, "--allow-ws", "--ntfy", &bridge.http],
+    );
+    let carol = Agent::init(
+        "carol",
+        &["--relay", &relay.url, "--allow-ws", "--mqtt", &bridge.mqtt],
+    );
+    alice.listen();
+    relay.stop();
+
+    // Bob finds her pointer on the address topic over ntfy.
+    let d = bob.ok(&["discover", "alice@example.com"]);
+    let found = d["found"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{d}");
+    assert_eq!(found[0]["id"], alice.id.as_str(), "{d}");
+    assert_eq!(found[0]["binding"], "claimed", "{d}");
+    assert_eq!(
+        found[0]["source"],
+        format!("ntfy:{}", bridge.http).as_str(),
+        "{d}"
+    );
+    // Carol holds only Alice's ID: the broker kept her card (retained) on
+    // the ID topic.
+    let d = carol.ok(&["discover", &alice.id]);
+    let found = d["found"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{d}");
+    assert_eq!(found[0]["id"], alice.id.as_str(), "{d}");
+    assert_eq!(
+        found[0]["source"],
+        format!("mqtt:{}", bridge.mqtt).as_str(),
+        "{d}"
+    );
+
+    // Bob's topic probe: his relay is down, his ntfy server takes it.
+    let r = bob.ok(&[
+        "contact",
+        "request",
+        "alice@example.com",
+        "--greeting",
+        "Hi, Bob here",
+        "--label",
+        "Alice",
+    ]);
+    assert_eq!(r["kind"], "topic-probe", "{r}");
+    assert_eq!(delivery(&r, "failed"), vec![relay.url.clone()], "{r}");
+    assert_eq!(carried(&r), vec![("ntfy".to_string(), true)], "{r}");
+    let probe = r["request_id"].as_str().unwrap().to_string();
+    let dtopic = r["topic"].as_str().unwrap().to_string();
+    bob.listen();
+
+    // Alice's listener watches her dtopic over ntfy and MQTT and gates the
+    // probe by her policy (prompt): pending, via topic, binding claimed.
+    let req = alice.wait_request_from(&bob);
+    assert_eq!(req["request_id"], probe.as_str(), "{req}");
+    assert_eq!(req["via"], "topic", "{req}");
+    assert_eq!(req["binding"], "claimed", "{req}");
+    assert_eq!(req["address"], "alice@example.com", "{req}");
+    assert_eq!(
+        req["greeting"],
+        json!({"untrusted_peer_text": "Hi, Bob here"}),
+        "{req}"
+    );
+    // Once, though it came over ntfy and (bridged) over MQTT.
+    let asked: Vec<Value> = alice
+        .inbox()
+        .into_iter()
+        .filter(|e| e["kind"] == "contact_request")
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+
+    // §4.4, §9: the guessable topic holds the pointer and the probe, and
+    // nothing else (no envelope, no grant).
+    let cached = ntfy_cached(&bob, &bridge, &dtopic);
+    assert!(!cached.is_empty());
+    for m in &cached {
+        let pointer = m["id"] == alice.id.as_str() && m["discovery"]["public_pointer"] == true;
+        let probe_doc = m["type"] == "rdv/contact-request" && m["id"] == probe.as_str();
+        assert!(pointer || probe_doc, "on the dtopic: {m}");
+    }
+
+    // Alice grants; the grant heals to Bob's ntfy server, where his listener
+    // gets it: a candidate until he confirms it.
+    alice.ok(&[
+        "contact", "grant", &probe, "--tier", "friend", "--label", "Bob",
+    ]);
+    let aid = alice.id.clone();
+    let e = bob.wait_event_for("contact_candidate", WAIT_HEAL, |e| {
+        e["kind"] == "contact_candidate" && e["grantor"] == aid.as_str()
+    });
+    assert_eq!(e["address"], "alice@example.com", "{e}");
+    assert!(
+        bob.contact(&alice).is_none(),
+        "a candidate is no contact yet"
+    );
+    let c = bob.ok(&["contact", "confirm", &probe]);
+    assert_eq!(c["contact"], alice.id.as_str(), "{c}");
+    assert_eq!(c["binding"], "claimed", "{c}");
+    let held = bob.contact(&alice).unwrap();
+    assert_eq!(held["label"], "Alice", "{held}");
+    assert_eq!(held["they_allow"]["tier"], "friend", "{held}");
+    let held = alice.contact(&bob).unwrap();
+    assert_eq!(held["label"], "Bob", "{held}");
+    assert_eq!(held["binding"], "claimed", "{held}");
+
+    // They talk, still without the relay: Bob's note heals to Alice's ntfy.
+    bob.send_note("Alice", "found you without the relay");
+    let e = alice.wait_note_for(&bob, "found you without the relay", WAIT_HEAL);
+    assert_eq!(e["label"], "Bob", "{e}");
+}
+
+// ---- 3. an invite's token brings the invitee's request back as its answer -----
+
+impl Agent {
+    /// `rdv mailbox add` → the code from the spooled mail → `verify`.
+    fn prove(&self, gw: &mut Gateway, mailbox: &str) {
+        let v = self.ok(&["mailbox", "add", mailbox, "--gateway", gw.url()]);
+        assert_eq!(v["verified"], false, "{v}");
+        let mail = gw.new_mail().pop().unwrap();
+        let code = mail
+            .split_once("type this code into it: ")
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        let v = self.ok(&["mailbox", "verify", mailbox, &code]);
+        assert_eq!(v["verified"], true, "{v}");
+    }
+}
+
+#[test]
+fn an_invitee_answers_with_the_token_and_the_inviter_sees_the_answer() {
+    let bridge = start_bridge();
+    let mut gw = Gateway::start();
+    // The gateway verifies cards as in production (no ws:// relays): the
+    // cards list a wss:// relay nobody serves, and everything heals to the
+    // ntfy hint server, where Alice's pointer is too.
+    let nostr = format!("wss://127.0.0.1:{}", free_port());
+    let mut alice = Agent::init(
+        "alice",
+        &[
+            "--address",
+            "alice@a.test",
+            "--relay",
+            &nostr,
+            "--public-pointer",
+            "--ntfy",
+            &bridge.http,
+        ],
+    );
+    alice.prove(&mut gw, "alice@a.test");
+
+    // Dana has no agent: Alice invites her; the gateway mails the invite.
+    let v = alice.ok(&[
+        "contact",
+        "invite",
+        "dana@d.test",
+        "--source",
+        "the school parents' list",
+    ]);
+    let invite_id = v["invite_id"].as_str().unwrap().to_string();
+    let mail = gw
+        .new_mail()
+        .into_iter()
+        .find(|m| m.lines().any(|l| l.starts_with("Subject: [RDV-INVITE]")))
+        .expect("the invite mail");
+    alice.listen();
+
+    // Later Dana installs an agent and answers with the mail she got.
+    let mut dana = Agent::init("dana", &["--relay", &nostr, "--ntfy", &bridge.http]);
+    let mail_file = dana.dir.path().join("invite.eml");
+    std::fs::write(&mail_file, &mail).unwrap();
+    let r = dana.ok(&[
+        "contact",
+        "accept-invite",
+        mail_file.to_str().unwrap(),
+        "--greeting",
+        "Hi Alice, it's Dana",
+        "--label",
+        "Alice",
+    ]);
+    assert_eq!(r["kind"], "invite", "{r}");
+    assert_eq!(r["invite_id"], invite_id.as_str(), "{r}");
+    assert_eq!(
+        r["to"],
+        alice.id.as_str(),
+        "the card came from her ID topic: {r}"
+    );
+    let rid = r["request_id"].as_str().unwrap().to_string();
+    dana.listen();
+
+    // Alice's side: the answer to her invite, bound to the invited mailbox.
+    let did = dana.id.clone();
+    let e = alice.wait_event_for("invite_answered", WAIT_HEAL, |e| {
+        e["kind"] == "invite_answered" && e["from"] == did.as_str()
+    });
+    assert_eq!(e["invite_id"], invite_id.as_str(), "{e}");
+    assert_eq!(e["address"], "dana@d.test", "{e}");
+    assert_eq!(e["request_id"], rid.as_str(), "{e}");
+    let req = alice.wait_request_from(&dana);
+    assert_eq!(req["via"], "invite", "{req}");
+    assert_eq!(req["address"], "dana@d.test", "{req}");
+    assert_eq!(req["binding"], "mailbox", "{req}");
+    assert_eq!(
+        req["greeting"],
+        json!({"untrusted_peer_text": "Hi Alice, it's Dana"}),
+        "{req}"
+    );
+    // The invite is answered (single use): recording it again is refused,
+    // and the gateway took the status.
+    let r = alice.rdv(&["contact", "invite-status", &invite_id, "accepted"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(r.stderr.contains("no pending invite"), "{}", r.stderr);
+    assert!(
+        !alice.inbox().iter().any(|e| e["kind"] == "gateway_refused"),
+        "the gateway took the invite's status"
+    );
+
+    // Alice grants; Dana's side has the contact.
+    alice.ok(&[
+        "contact", "grant", &rid, "--tier", "friend", "--label", "Dana",
+    ]);
+    let aid = alice.id.clone();
+    let e = dana.wait_event_for("contact", WAIT_HEAL, |e| {
+        e["kind"] == "contact" && e["id"] == aid.as_str()
+    });
+    assert_eq!(e["how"], "accepted", "{e}");
+    assert_eq!(e["label"], "Alice", "{e}");
+    let held = alice.contact(&dana).unwrap();
+    assert_eq!(held["binding"], "mailbox", "{held}");
+    assert_eq!(held["label"], "Dana", "{held}");
+}
