@@ -516,39 +516,35 @@ async fn contact(a: ContactCommand, g: &Global, out: &Out) -> Result<()> {
     out.value(&v)
 }
 
+/// One pending request as `rdv contact pending` and the MCP server's
+/// `rdv_pending_requests` show it (peer text marked, §5.6).
+pub fn pending_request_json(p: &rdv_agent_core::state::Pending) -> Value {
+    let greeting = p
+        .request
+        .get("greeting")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let (via, address) = match &p.via {
+        rdv_agent_core::state::Via::Topic { address } => ("topic", Some(address.clone())),
+        rdv_agent_core::state::Via::Envelope => ("envelope", None),
+        rdv_agent_core::state::Via::Mailbox { address } => ("mailbox", Some(address.clone())),
+        rdv_agent_core::state::Via::Invite { address, .. } => ("invite", Some(address.clone())),
+    };
+    json!({
+        "request_id": p.request_id,
+        "from": p.from,
+        "fingerprint": p.from.fingerprint(),
+        "binding": p.binding.as_str(),
+        "via": via,
+        "address": address,
+        "greeting": rdv_agent_core::peer_text::UntrustedPeerText::new(greeting),
+        "received": rdv_proto::time::format_time(p.received),
+    })
+}
+
 fn pending(rt: &Runtime) -> Result<Value> {
     let s = &rt.agent().state;
-    let requests: Vec<Value> = s
-        .pending
-        .values()
-        .map(|p| {
-            let greeting = p
-                .request
-                .get("greeting")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let (via, address) = match &p.via {
-                rdv_agent_core::state::Via::Topic { address } => ("topic", Some(address.clone())),
-                rdv_agent_core::state::Via::Envelope => ("envelope", None),
-                rdv_agent_core::state::Via::Mailbox { address } => {
-                    ("mailbox", Some(address.clone()))
-                }
-                rdv_agent_core::state::Via::Invite { address, .. } => {
-                    ("invite", Some(address.clone()))
-                }
-            };
-            json!({
-                "request_id": p.request_id,
-                "from": p.from,
-                "fingerprint": p.from.fingerprint(),
-                "binding": p.binding.as_str(),
-                "via": via,
-                "address": address,
-                "greeting": rdv_agent_core::peer_text::UntrustedPeerText::new(greeting),
-                "received": rdv_proto::time::format_time(p.received),
-            })
-        })
-        .collect();
+    let requests: Vec<Value> = s.pending.values().map(pending_request_json).collect();
     let probes: Vec<Value> = s
         .outgoing
         .values()

@@ -621,31 +621,7 @@ fn pending(rt: &mut Runtime) -> Result<Value> {
     let requests: Vec<Value> = s
         .pending
         .values()
-        .map(|p| {
-            let greeting = p
-                .request
-                .get("greeting")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let (via, address) = match &p.via {
-                rdv_agent_core::state::Via::Topic { address } => ("topic", Some(address.clone())),
-                rdv_agent_core::state::Via::Envelope => ("envelope", None),
-                rdv_agent_core::state::Via::Mailbox { address } => {
-                    ("mailbox", Some(address.clone()))
-                }
-                _ => ("other", None),
-            };
-            json!({
-                "request_id": p.request_id,
-                "from": p.from,
-                "fingerprint": p.from.fingerprint(),
-                "binding": p.binding.as_str(),
-                "via": via,
-                "address": address,
-                "greeting": rdv_agent_core::peer_text::UntrustedPeerText::new(greeting),
-                "received": rdv_proto::time::format_time(p.received),
-            })
-        })
+        .map(crate::agent_cmd::pending_request_json)
         .collect();
     let sent: Vec<Value> = s
         .outgoing
