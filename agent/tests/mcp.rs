@@ -115,7 +115,8 @@ async fn python_sdk_journey() {
     cmd.arg(tests_dir().join("journey.py"))
         .arg(env!("CARGO_BIN_EXE_rdv-mcp"))
         .arg(&url)
-        .arg(&work.0);
+        .arg(&work.0)
+        .arg(env!("CARGO_BIN_EXE_rdv"));
     run_client(cmd, &work).await;
 }
 

@@ -147,7 +147,7 @@ pub async fn grant(
     phrase_gate(server, &request_id, &shown, &terms, None).await
 }
 
-fn add_field(r: &mut CallToolResult, k: &str, v: Value) {
+pub(crate) fn add_field(r: &mut CallToolResult, k: &str, v: Value) {
     if let Some(Value::Object(m)) = r.structured_content.as_mut() {
         m.insert(k.into(), v);
         let text = Value::Object(m.clone()).to_string();
@@ -199,7 +199,7 @@ async fn shown(server: &Server, request_id: &str) -> Result<Shown> {
 /// Runs `f` on the agent in one store transaction and commits its writes
 /// and events (the phrase calls live outside `Agent::handle`). Returns the
 /// effects to carry.
-async fn on_agent<T>(
+pub(crate) async fn on_agent<T>(
     rt: &mut Runtime,
     f: impl FnOnce(&mut Agent, &mut Ctx<'_>) -> rdv_agent_core::Result<T>,
 ) -> Result<(T, Vec<Effect>)> {
@@ -393,7 +393,7 @@ struct GrantAnswer {
     may_propose_meetings: Option<bool>,
 }
 
-fn form_schema(properties: Value, required: &[&str]) -> Result<ElicitationSchema> {
+pub(crate) fn form_schema(properties: Value, required: &[&str]) -> Result<ElicitationSchema> {
     serde_json::from_value(json!({
         "type": "object",
         "properties": properties,
@@ -404,7 +404,7 @@ fn form_schema(properties: Value, required: &[&str]) -> Result<ElicitationSchema
 
 /// Asks the human through a form; `Ok(None)` when there is no answer
 /// (cancelled, timed out: the form is withdrawn and forms stay off).
-async fn ask(
+pub(crate) async fn ask(
     server: &Server,
     peer: &Peer<RoleServer>,
     message: String,
@@ -756,4 +756,85 @@ pub async fn ask_passphrase(
         return Err("the passphrase is shorter than 12 characters");
     }
     Ok(a)
+}
+
+/// The human's answer to a yes/no form about one step (a dinner, a task
+/// gate).
+pub(crate) enum Answer {
+    /// Accept with the box ticked.
+    Yes,
+    /// Accept with the box unticked: nothing changes.
+    Unticked,
+    /// The human declined.
+    Declined,
+    /// No answer (closed, unanswered and withdrawn, or not shown): the
+    /// caller falls back to a confirm phrase where one exists.
+    Unanswered(&'static str),
+}
+
+/// A form with one `approve` box; the model never sees it.
+pub(crate) async fn ask_yes_no(
+    server: &Server,
+    peer: &Peer<RoleServer>,
+    message: String,
+    title: &str,
+) -> Answer {
+    let Ok(schema) = form_schema(
+        json!({"approve": {"type": "boolean", "title": title, "default": false}}),
+        &["approve"],
+    ) else {
+        return Answer::Unanswered("the form could not be built");
+    };
+    match ask(server, peer, message, schema).await {
+        Ok((ElicitationAction::Accept, c)) => {
+            if c.and_then(|c| c.get("approve").and_then(Value::as_bool)) == Some(true) {
+                Answer::Yes
+            } else {
+                Answer::Unticked
+            }
+        }
+        Ok((ElicitationAction::Decline, _)) => Answer::Declined,
+        Ok(_) => Answer::Unanswered("closed without an answer"),
+        Err(why) => Answer::Unanswered(why),
+    }
+}
+
+/// Runs an owner command in one store transaction, only if `check` still
+/// holds on the state inside it: what a form showed must be what is acted
+/// on, even when another process (a terminal, the consumer) committed in
+/// between. The effects are carried after the commit.
+pub(crate) async fn command_if(
+    rt: &mut Runtime,
+    check: impl FnOnce(&Agent) -> Result<()>,
+    c: Command,
+) -> Result<Value> {
+    let seed = rt.home().read_seed()?;
+    let key = AgentKey::from_seed(*seed);
+    let mut tx = rt.store().begin().await?;
+    let recs = tx.load_all().await?;
+    let mut agent = Agent::new(key, State::load(&recs)?);
+    check(&agent)?;
+    let mut rng = rand_core::OsRng;
+    let now = time::OffsetDateTime::now_utc();
+    let out = {
+        let mut ctx = Ctx { now, rng: &mut rng };
+        agent.handle(rdv_agent_core::Input::Command(c), &mut ctx)?
+    };
+    let events: Vec<Value> = out
+        .events
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::Store(format!("serializing an event: {e}")))?;
+    tx.write(&out.writes).await?;
+    if !events.is_empty() {
+        tx.append_inbox(&events, &rdv_proto::time::format_time(now))
+            .await?;
+    }
+    tx.commit().await?;
+    let reply = out.reply.clone().unwrap_or(Value::Null);
+    if let Err(e) = rt.carry(out.effects).await {
+        notice(&format!("delivering failed for now: {e}"));
+    }
+    Ok(reply)
 }
