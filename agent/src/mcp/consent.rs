@@ -272,7 +272,113 @@ async fn issue(server: &Server, request_id: &str, shown: &Shown, terms: &Terms) 
     })
     .await?;
     show_phrase(request_id, shown, terms, &secret);
+    remember_terms(rt, request_id, terms);
     Ok(())
+}
+
+/// Where the terms of the phrases this server issued are kept, so that
+/// `rdv contact pending` can show the human a phrase for the same terms
+/// (the phrase itself is never stored, only its hash in the core).
+/// Terms are not secret; the file is the owner's only (mode 600).
+pub const PHRASE_TERMS_FILE: &str = "mcp-phrase-terms.json";
+
+/// The terms a phrase was issued for, as kept in [`PHRASE_TERMS_FILE`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptTerms {
+    tier: String,
+    meetings: bool,
+    invoke: Vec<String>,
+    label: Option<String>,
+}
+
+fn read_terms(rt: &Runtime) -> std::collections::BTreeMap<String, KeptTerms> {
+    std::fs::read(rt.home().dir().join(PHRASE_TERMS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keeps the terms of the phrase just issued for `request_id` (and drops
+/// those of requests no longer pending). Best effort: without the file the
+/// terminal only shows no phrase.
+fn remember_terms(rt: &Runtime, request_id: &str, t: &Terms) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut all = read_terms(rt);
+    all.retain(|id, _| rt.agent().state.pending.contains_key(id));
+    all.insert(
+        request_id.to_string(),
+        KeptTerms {
+            tier: t.tier.clone(),
+            meetings: t.meetings,
+            invoke: t.invoke.clone(),
+            label: t.label.clone(),
+        },
+    );
+    let dir = rt.home().dir();
+    let tmp = dir.join(format!("{PHRASE_TERMS_FILE}.tmp"));
+    let written = serde_json::to_vec(&all).ok().and_then(|bytes| {
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .ok()?;
+        f.write_all(&bytes).ok()?;
+        std::fs::rename(&tmp, dir.join(PHRASE_TERMS_FILE)).ok()
+    });
+    if written.is_none() {
+        notice("could not keep the phrase's terms for `rdv contact pending`");
+    }
+}
+
+/// For `rdv contact pending` in text mode (a human channel, never
+/// `--json`): for each pending request with a live phrase this server
+/// issued, a new phrase for exactly the same terms, replacing the old one
+/// (the latest shown wins, as in the reference). Each item: the request
+/// ID, the terms in words, the phrase.
+pub async fn terminal_phrases(rt: &mut Runtime) -> Result<Vec<(String, String, PhraseSecret)>> {
+    let kept = read_terms(rt);
+    let now = time::OffsetDateTime::now_utc();
+    let mut due = Vec::new();
+    for (id, k) in &kept {
+        let Some(p) = rt.agent().state.pending.get(id) else {
+            continue;
+        };
+        let Some(rec) = p.phrase.as_ref().filter(|r| r.is_live(now)) else {
+            continue;
+        };
+        let t = Terms {
+            tier: k.tier.clone(),
+            meetings: k.meetings,
+            invoke: k.invoke.clone(),
+            label: k.label.clone(),
+        };
+        let terms = rdv_agent_core::consent::grant_terms(
+            id,
+            &p.from,
+            &t.tier,
+            &t.scope(),
+            t.label.as_deref(),
+        );
+        if rdv_agent_core::phrase::terms_digest(&terms).ok().as_deref()
+            == Some(rec.terms_digest().as_str())
+        {
+            due.push((id.clone(), t));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, t) in due {
+        let scope = t.scope();
+        let (secret, _) = on_agent(rt, |a, ctx| {
+            a.issue_grant_phrase(&id, &t.tier, &scope, t.label.as_deref(), ctx)
+        })
+        .await?;
+        out.push((id, t.describe(), secret));
+    }
+    Ok(out)
 }
 
 fn ask_human(request_id: &str) -> String {

@@ -483,6 +483,12 @@ async fn status(server: &Server, ctx: &RequestContext<RoleServer>) -> Result<Val
                 "binding": c.binding.as_str(),
                 "they_allow": c.granted_to_us.as_ref().map(|g| json!({"tier": g.tier})),
                 "we_allow": c.granted_by_us.as_ref().map(|g| json!({"tier": g.tier})),
+                // §5.5.1: who is on auto-approve, and until when.
+                "auto_approve": s.tasks.auto.get(&c.id).map(|x| json!({
+                    "mode": "all",
+                    "until": x.until.and_then(|u| rdv_proto::time::from_unix(u).ok()).map(rdv_proto::time::format_time),
+                    "set_via": x.via,
+                })),
             })
         })
         .collect();

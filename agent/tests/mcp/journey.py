@@ -20,6 +20,7 @@ first failed check; prints "N passed, 0 failed" at the end.
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from contextlib import AsyncExitStack
@@ -41,6 +42,7 @@ WAIT = 30.0
 ELICIT_TIMEOUT_MS = 2500
 PASSPHRASE = "correct horse battery staple 42"
 
+TERMINAL_PHRASES: list[str] = []  # phrases `rdv contact pending` showed
 RESULTS: list[str] = []  # every tool result and resource read, as text
 PASSED = 0
 
@@ -317,6 +319,9 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     alice_h.answers = [("accept", {"passphrase": OWNER_PASS})]
     v = await alice.ok("rdv_auto_approve", {"action": "on", "to": "Bob", "until": "7d"})
     check(v["auto_approve"] == "set" and v["via"] == "form" and REQUEST_URI in v["capabilities"], "the right passphrase in the form turns auto-approve on", v)
+    st = await alice.ok("rdv_status")
+    bob_c = [c for c in st["contacts"] if c["agent_id"] == b["id"]][0]
+    check(bob_c["auto_approve"]["mode"] == "all" and bob_c["auto_approve"]["until"] and bob_c["auto_approve"]["set_via"] == "form", "rdv_status shows who is on auto-approve and until when", bob_c)
     v = await bob.ok("rdv_task", {"action": "request", "agent_id": a["id"], "text": "third request"})
     tt3 = v["task_id"]
     ev, _ = await alice.wait_event("task", lambda e: e["task_id"] == tt3 and e["step"] == "passed")
@@ -443,7 +448,20 @@ async def journey():
             check(err and "family" in v["error"], "no phrase for tier family", v)
             # The human's phrase, on the terms it was shown with: granted, once.
             v = await bob.ok("rdv_grant", {"request_id": rid2, "tier": "friend"})
-            p5 = bob_h.phrase_for(rid2)
+            p4b = bob_h.phrase_for(rid2)
+            # The human's terminal shows a phrase for the same terms (text mode
+            # only); the one shown last wins.
+            home_bob = os.path.join(WORK, "home-bob")
+            text = subprocess.run([RDV, "contact", "pending", "--home", home_bob], capture_output=True, text=True, check=True).stdout
+            hits = re.findall(r"confirm phrase for request (\S+), on the terms your assistant asked \((.*)\): ([a-z]+-[a-z]+-[a-z]+-[0-9]{3})", text)
+            check([h[0] for h in hits] == [rid2] and "tier friend" in hits[0][1], "rdv contact pending shows the assistant's phrase and its terms", text)
+            p5 = hits[0][2]
+            TERMINAL_PHRASES.append(p5)
+            check(p5 != p4b, "the terminal issues a new phrase")
+            js = subprocess.run([RDV, "--json", "contact", "pending", "--home", home_bob], capture_output=True, text=True, check=True).stdout
+            check(rid2 in js and p5 not in js and "phrase" not in js, "rdv contact pending --json carries no phrase", js)
+            v, _, _ = await bob.call("rdv_grant", {"request_id": rid2, "tier": "friend", "confirm_phrase": p4b})
+            check(v["approved"] is False and v["verdict"] == "wrong_phrase", "the phrase shown before the terminal's no longer works", v)
             v = await bob.ok("rdv_grant", {"request_id": rid2, "tier": "friend", "confirm_phrase": p5.replace("-", " ").upper()})
             check(v["approved"] is True and v["via"] == "confirm_phrase", "the human's phrase grants", v)
             v, _, err = await bob.call("rdv_grant", {"request_id": rid2, "tier": "friend", "confirm_phrase": p5})
@@ -559,6 +577,7 @@ async def journey():
             phrases |= {p for _, p in PHRASE_RE.findall(text)}
             phrases |= {p for _, _, p in TASK_RE.findall(text)}
             codes |= {c for _, _, c in DINNER_RE.findall(text)}
+    phrases |= set(TERMINAL_PHRASES)
     check(len(codes) >= 3, f"the journeys issued dinner phrases to scan for ({len(codes)})")
     check(len(phrases) >= 9, f"the journeys issued phrases to scan for ({len(phrases)})")
     keys = []
