@@ -764,7 +764,10 @@ pub async fn auto_approve(
 ) -> Result<Value> {
     if mode == "off" {
         return rt
-            .command(Command::Owner(OwnerCommand::AutoApproveOff { contact }))
+            .command(Command::Owner(OwnerCommand::AutoApproveOff {
+                contact,
+                via: "terminal".into(),
+            }))
             .await;
     }
     if !std::io::stdin().is_terminal() {

@@ -59,6 +59,7 @@ async fn off(server: &Server, a: AutoApproveArgs) -> Result<Value> {
         let v = rt
             .command(Command::Owner(OwnerCommand::AutoApproveOff {
                 contact: id.clone(),
+                via: "mcp".into(),
             }))
             .await?;
         if v.get("was_on") == Some(&Value::Bool(true)) {

@@ -328,6 +328,11 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     check(ev["state"] == "working", "a task from the contact on auto-approve starts without asking", ev)
     v = await alice.ok("rdv_auto_approve", {"action": "off", "agent_id": b["id"]})
     check(v["was_on_for"] == [b["id"]] and v["via"] == "mcp", "off needs no gate", v)
+    out = subprocess.run([RDV, "--json", "audit", "--home", os.path.join(WORK, "home-alice")], capture_output=True, text=True, check=True).stdout
+    audit = [json.loads(line) for line in out.splitlines() if line.strip()]
+    check(any(l["action"] == "set" and l["via"] == "form" for l in audit) and any(l["action"] == "off" and l["via"] == "mcp" for l in audit),
+          "the audit log says auto-approve was set through the form and turned off through the MCP server", audit)
+    check(OWNER_PASS not in out and WRONG_OWNER_PASS not in out, "no passphrase in the audit log")
 
 
 async def journey():
