@@ -1,6 +1,6 @@
 """Drives rdv-mcp over stdio with Python's official MCP SDK (not ours).
 
-Run by agent/tests/mcp.rs:  python journey.py SERVER_BIN RELAY_URL WORKDIR
+Run by agent/tests/mcp.rs:  python journey.py SERVER_BIN RELAY_URL WORKDIR RDV_BIN
 
 Three homes (alice: a client with approval forms; bob and carol: clients
 without), one real relay. The journey: init -> discover -> request -> a
@@ -10,7 +10,18 @@ the terms, single use, replaced after 5 misses, friend and below only); a
 form that times out; a relay change left to the human; addresses, card
 publishing and revoking (no gate); a backup whose passphrase comes only
 from a form; the consumer/attached hand-over; the inbox resource with
-subscribe; and, last, a scan of every tool result for secrets.
+subscribe; the work layer (work_layer below): a dinner negotiated through
+rdv_negotiate with each human confirming (alice by form, bob by phrase),
+model-only confirms refused, a changed hold refusing the old phrase, a
+declined dinner form releasing the hold; a request/v1 task through both
+gates of rdv_task (start by form, release by phrase), a model-only approval
+refused, a draft changed while the form was open or after the phrase was
+shown releasing nothing, a canceled task's phrase approving nothing; and
+rdv_auto_approve on by form with the owner passphrase (refused with a wrong
+one, a closed form, no form, no passphrase set, or a change while the form
+was open), off with no gate, both audited; rdv contact pending showing the
+assistant's phrase in text mode only; and, last, a scan of every tool result
+(and the logs, for passphrases) for secrets.
 
 The "human" of each server reads confirm phrases only from that server's
 stderr (its log), and answers forms from a queue. Exits non-zero on the
@@ -70,7 +81,12 @@ class Human:
 
     async def elicit(self, context, params):
         self.forms.append(params)
-        kind, content = self.answers.pop(0) if self.answers else ("cancel", None)
+        answer = self.answers.pop(0) if self.answers else ("cancel", None)
+        kind, content = answer[0], answer[1]
+        if len(answer) > 2:
+            # The human (or another process) changes something while the
+            # form is open, in their own terminal.
+            await anyio.to_thread.run_sync(lambda: subprocess.run(answer[2], capture_output=True, check=True))
         if kind == "timeout":
             await anyio.sleep(ELICIT_TIMEOUT_MS / 1000 + 2)
             return types.ElicitResult(action="accept", content={"approve": True, "tier": "friend"})
@@ -271,6 +287,14 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     # The draft waits for the release; a dismissed form gives a phrase.
     v = await alice.ok("rdv_task", {"action": "submit", "task_id": tt, "text": "draft one"})
     check(v["released"] is False and v["waiting_for_you"] == "release", "a draft waits for the release gate", v)
+    # The draft changes (in alice's terminal) while the release form is open:
+    # the approval is bound to the draft the form showed, so nothing leaves.
+    home_alice = os.path.join(WORK, "home-alice")
+    alice_h.answers = [("accept", {"approve": True},
+                        [RDV, "task", "submit", tt, "--text", "draft one, changed", "--home", home_alice])]
+    v = await alice.ok("rdv_task", {"action": "approve-release", "task_id": tt})
+    check(v["approved"] is False and v["verdict"] == "task_changed", "a form approving a draft that changed while it was open releases nothing", v)
+    check("draft one" in alice_h.forms[-1].message and "changed" not in alice_h.forms[-1].message, "the release form showed the first draft")
     alice_h.answers = [("cancel", None)]
     v = await alice.ok("rdv_task", {"action": "approve-release", "task_id": tt})
     check(v["verdict"] == "phrase_issued" and v.get("form"), "a dismissed release form falls back to a phrase", v)
@@ -316,8 +340,16 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     alice_h.answers = [("cancel", None)]
     v, _, err = await alice.call("rdv_auto_approve", {"action": "on", "agent_id": b["id"]})
     check(err and "rdv contact auto-approve" in v["error"], "a closed form refuses and points to the terminal", v)
+    # The contact's label changes (in alice's terminal) while the form is open:
+    # what was shown is not what would be set, so nothing is set.
+    alice_h.answers = [("accept", {"passphrase": OWNER_PASS},
+                        [RDV, "contact", "label", b["id"], "Bobby", "--home", os.path.join(WORK, "home-alice")])]
+    v, _, err = await alice.call("rdv_auto_approve", {"action": "on", "agent_id": b["id"]})
+    check(err and "changed while the form was open" in v["error"], "a change while the form is open sets nothing", v)
+    st = await alice.ok("rdv_status")
+    check(all(c["auto_approve"] is None for c in st["contacts"]), "auto-approve is still off", st["contacts"])
     alice_h.answers = [("accept", {"passphrase": OWNER_PASS})]
-    v = await alice.ok("rdv_auto_approve", {"action": "on", "to": "Bob", "until": "7d"})
+    v = await alice.ok("rdv_auto_approve", {"action": "on", "to": "Bobby", "until": "7d"})
     check(v["auto_approve"] == "set" and v["via"] == "form" and REQUEST_URI in v["capabilities"], "the right passphrase in the form turns auto-approve on", v)
     st = await alice.ok("rdv_status")
     bob_c = [c for c in st["contacts"] if c["agent_id"] == b["id"]][0]

@@ -1,7 +1,8 @@
 // Drives rdv-mcp over stdio with the official TypeScript MCP SDK (not ours).
 // Run by agent/tests/mcp.rs:  node journey.mjs SERVER_BIN RELAY_URL WORKDIR
 //
-// Two homes against one real relay: every tool has an object JSON Schema;
+// Two homes against one real relay: every tool has an object JSON Schema
+// (rdv_negotiate and rdv_task among them; no passphrase argument anywhere);
 // init -> request by agent ID -> a declined form grants nothing -> the model
 // alone (a guessed phrase) is refused -> an accepted form grants on the
 // human's terms -> messages both ways, peer text marked; then no agent key
