@@ -837,3 +837,49 @@ async fn backup_create(server: &Server, path: &std::path::Path, pass: &str) -> R
         "verified_agent_id_matches": verified,
     }))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Every tool's input is a strict object schema (unknown fields are
+    /// refused), and no tool takes a passphrase: the human types those
+    /// into forms only (§5.5.1).
+    #[test]
+    fn every_schema_is_strict_and_takes_no_passphrase() {
+        let tools = list();
+        for name in ["rdv_negotiate", "rdv_task", "rdv_auto_approve"] {
+            assert!(tools.iter().any(|t| t.name == name), "{name} is listed");
+        }
+        for t in &tools {
+            let s = Value::Object((*t.input_schema).clone());
+            assert_eq!(s["type"], "object", "{}", t.name);
+            if s.get("properties").is_some() {
+                assert_eq!(s["additionalProperties"], false, "{}: {s}", t.name);
+            }
+            let props = s["properties"].as_object().cloned().unwrap_or_default();
+            assert!(
+                !props.keys().any(|k| k.contains("pass")),
+                "{} takes a passphrase: {s}",
+                t.name
+            );
+        }
+        // Files (§7.7) are not taken by rdv_task yet.
+        let task = tools.iter().find(|t| t.name == "rdv_task").unwrap();
+        let props = task.input_schema["properties"].as_object().unwrap();
+        assert!(!props.contains_key("files") && !props.contains_key("inline_files"));
+        assert!(props.contains_key("confirm_phrase"));
+    }
+
+    #[test]
+    fn a_passphrase_argument_is_refused_by_the_schema() {
+        let req = CallToolRequestParams::new("rdv_auto_approve").with_arguments(
+            json!({"action": "on", "agent_id": "rdv1:x", "passphrase": "p"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        assert!(parse::<AutoApproveArgs>(&req).is_err());
+    }
+}
