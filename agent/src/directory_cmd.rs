@@ -111,12 +111,6 @@ fn input(e: impl std::fmt::Display) -> Error {
     Error::Input(e.to_string())
 }
 
-fn read_seed(path: &PathBuf) -> Result<AgentKey> {
-    let text = std::fs::read_to_string(path)?;
-    let seed = rdv_proto::encoding::hex_array::<32>("seed", text.trim())?;
-    Ok(AgentKey::from_seed(seed))
-}
-
 impl DirectoryCommand {
     /// `add`, `remove URL`, `list`, `list-me` and `unlist` work from the
     /// agent's home (main.rs runs them on the agent's runtime, through
@@ -317,7 +311,7 @@ pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
             if !(1..=30).contains(days) {
                 return Err(Error::Input("--days must be 1 to 30".into()));
             }
-            let key = read_seed(seed_file)?;
+            let key = crate::home::read_seed_file(seed_file)?;
             let doc =
                 rdv_proto::canon::parse(&std::fs::read(card)?, rdv_proto::consts::CARD_MAX_BYTES)?;
             let c = Card::verify(&doc, now, false)?;
@@ -346,7 +340,7 @@ pub fn run(cmd: &DirectoryCommand, out: &mut impl Write) -> Result<()> {
             seed_file: Some(seed_file),
             ..
         } => {
-            let key = read_seed(seed_file)?;
+            let key = crate::home::read_seed_file(seed_file)?;
             let addr = Address::parse(address)?;
             for r in DirectoryClient::new(url)
                 .remove(&key, &addr, now, &mut rng)

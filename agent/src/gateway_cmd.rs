@@ -204,12 +204,6 @@ fn gw_err(e: rdv_gateway_client::Error) -> Error {
     }
 }
 
-fn read_seed(path: &PathBuf) -> Result<AgentKey> {
-    let text = std::fs::read_to_string(path)?;
-    let seed = rdv_proto::encoding::hex_array::<32>("seed", text.trim())?;
-    Ok(AgentKey::from_seed(seed))
-}
-
 fn url(args: &GatewayArgs) -> Result<&str> {
     args.gateway
         .as_deref()
@@ -221,7 +215,10 @@ fn client(args: &GatewayArgs) -> Result<GatewayClient> {
         .seed_file
         .as_ref()
         .ok_or_else(|| Error::Input("--seed-file PATH (or RDV_GW_SEED_FILE) is required".into()))?;
-    Ok(GatewayClient::new(url(args)?, read_seed(path)?))
+    Ok(GatewayClient::new(
+        url(args)?,
+        crate::home::read_seed_file(path)?,
+    ))
 }
 
 fn email(s: &str) -> Result<Address> {

@@ -334,3 +334,12 @@ fn nibble(c: u8) -> Option<u8> {
         _ => None,
     }
 }
+
+/// The key of a `--seed-file` (64 hex digits, surrounding whitespace
+/// ignored): what the service commands (`rdv directory publish`, `rdv
+/// gateway …`) sign with when they run without a home.
+pub fn read_seed_file(path: &Path) -> Result<rdv_proto::AgentKey> {
+    let text = Zeroizing::new(fs::read_to_string(path)?);
+    let seed = Zeroizing::new(rdv_proto::encoding::hex_array::<32>("seed", text.trim())?);
+    Ok(rdv_proto::AgentKey::from_seed(*seed))
+}

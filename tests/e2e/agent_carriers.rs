@@ -12,10 +12,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rdv_e2e::{Server, TempDir, bin, free_port, start_server};
@@ -27,50 +25,6 @@ use agents::*;
 /// A wait that spans a failing carrier: the sender retries on its 5 s tick
 /// and heals to the next carrier after two failed attempts.
 const WAIT_HEAL: Duration = Duration::from_secs(60);
-
-// ---- the relay bridge (ntfy and MQTT) ------------------------------------------
-
-/// `rdv-relay-bridge serve` on ports 0: its ntfy URL and its embedded MQTT
-/// broker's URL; killed when dropped.
-struct Bridge {
-    child: Child,
-    http: String,
-    mqtt: String,
-    _dir: TempDir,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_bridge() -> Bridge {
-    let dir = TempDir::new("bridge");
-    let mut child = Command::new(bin("rdv-relay-bridge"))
-        .args(["serve", "--http-listen", "127.0.0.1:0"])
-        .args(["--mqtt-listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(File::create(dir.path().join("stderr.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let Some(Ok(first)) = lines.next() else {
-        let log = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default();
-        panic!("the bridge exited before its address line:\n{log}");
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let v: Value = serde_json::from_str(&first).unwrap();
-    Bridge {
-        child,
-        http: format!("http://{}", v["http"].as_str().unwrap()),
-        mqtt: format!("mqtt://{}", v["mqtt"].as_str().unwrap()),
-        _dir: dir,
-    }
-}
 
 // ---- the probe gateway (§5.2.2 invites) ------------------------------------------
 

@@ -21,12 +21,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rdv_e2e::{TempDir, bin};
 use serde_json::{Value, json};
 
 mod agents;
@@ -531,46 +527,6 @@ fn relay_down_the_send_is_queued_and_the_listener_retries() {
 }
 
 // ---- 6b. relay down: the delivery heals to ntfy ---------------------------------
-
-/// `rdv-relay-bridge serve` on ports 0 (the ntfy and MQTT server),
-/// killed when dropped.
-struct Bridge {
-    child: Child,
-    http: String,
-    _dir: TempDir,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_bridge() -> Bridge {
-    let dir = TempDir::new("bridge");
-    let mut child = Command::new(bin("rdv-relay-bridge"))
-        .args(["serve", "--http-listen", "127.0.0.1:0"])
-        .args(["--mqtt-listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(File::create(dir.path().join("stderr.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let Some(Ok(first)) = lines.next() else {
-        let log = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default();
-        panic!("the bridge exited before its address line:\n{log}");
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let v: Value = serde_json::from_str(&first).unwrap();
-    Bridge {
-        child,
-        http: format!("http://{}", v["http"].as_str().unwrap()),
-        _dir: dir,
-    }
-}
 
 #[test]
 fn relay_down_the_delivery_heals_to_ntfy() {

@@ -1,6 +1,7 @@
 //! The harness of the agent's end-to-end journeys (agent_journeys,
-//! agent_dinner, agent_tasks): relays on ephemeral loopback ports
-//! (`rdv-dev-relay`, nostr-rs-relay), `rdv` homes and their listeners, and
+//! agent_carriers, agent_dinner, agent_tasks): relays on ephemeral loopback
+//! ports (`rdv-dev-relay`, nostr-rs-relay), the relay bridge (ntfy and MQTT),
+//! `rdv` homes and their listeners, and
 //! bounded polls of `rdv … --json`. Every process is owned by a guard that
 //! kills it when dropped. Each journey file uses what it needs.
 #![allow(dead_code)]
@@ -808,4 +809,48 @@ pub fn sentinel(target: &mut Agent, relay: &Relay) -> Agent {
     s.ok(&["contact", "request", &target.id, "--greeting", "sentinel"]);
     target.wait_request_from(&s);
     s
+}
+
+// ---- the relay bridge (ntfy and MQTT) ------------------------------------------
+
+/// `rdv-relay-bridge serve` on ports 0: its ntfy URL and its embedded MQTT
+/// broker's URL; killed when dropped.
+pub struct Bridge {
+    child: Child,
+    pub http: String,
+    pub mqtt: String,
+    _dir: TempDir,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_bridge() -> Bridge {
+    let dir = TempDir::new("bridge");
+    let mut child = Command::new(bin("rdv-relay-bridge"))
+        .args(["serve", "--http-listen", "127.0.0.1:0"])
+        .args(["--mqtt-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(File::create(dir.path().join("stderr.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let Some(Ok(first)) = lines.next() else {
+        let log = std::fs::read_to_string(dir.path().join("stderr.log")).unwrap_or_default();
+        panic!("the bridge exited before its address line:\n{log}");
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let v: Value = serde_json::from_str(&first).unwrap();
+    Bridge {
+        child,
+        http: format!("http://{}", v["http"].as_str().unwrap()),
+        mqtt: format!("mqtt://{}", v["mqtt"].as_str().unwrap()),
+        _dir: dir,
+    }
 }
