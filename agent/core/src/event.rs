@@ -5,6 +5,7 @@
 
 use rdv_proto::AgentId;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::peer_text::UntrustedPeerText;
 
@@ -168,6 +169,11 @@ pub enum Event {
         /// Validated data from the peer (input, a result's data part):
         /// shaped, still peer-written.
         data: Option<UntrustedPeerText>,
+        /// The files that came with it (§7.7), as the human is shown them:
+        /// sanitized name and type, size, sha256, encryption, URLs. Never a
+        /// key; nothing was fetched.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<Value>,
     },
     /// auto_approve: all on a contact changed (§5.5.1): set, extended,
     /// off, expired (with why).

@@ -285,6 +285,7 @@ fn parts_texts_data(parts: &[Part]) -> (Vec<String>, Vec<Value>) {
         match p {
             Part::Text(s) => t.push(s.clone()),
             Part::Data(v) => d.push(v.clone()),
+            Part::File(_) => {}
         }
     }
     (t, d)
@@ -319,6 +320,7 @@ impl Agent {
             via: t.started_by.clone(),
             text: None,
             data: None,
+            files: Vec::new(),
         }
     }
 
@@ -343,6 +345,7 @@ impl Agent {
             via: None,
             text: None,
             data: None,
+            files: Vec::new(),
         });
     }
 
@@ -491,16 +494,32 @@ impl Agent {
                 input,
                 expires,
                 texts,
+                files,
             }) => self.task_exec_request(
-                from, message_id, task_id, context_id, capability, input, expires, texts, ctx,
+                from,
+                message_id,
+                task_id,
+                context_id,
+                capability,
+                input,
+                expires,
+                (texts, files),
+                ctx,
             ),
             Parsed::Task(Incoming::Input {
                 message_id,
                 task_id,
                 input,
                 texts,
+                files,
                 ..
-            }) => self.task_exec_input(from, &message_id, &task_id, input, texts, ctx),
+            }) => self.task_exec_input(from, &message_id, &task_id, input, (texts, files), ctx),
+            Parsed::BadFile {
+                task_id,
+                context_id,
+                verb,
+                why,
+            } => self.task_bad_file(from, &task_id, &context_id, &verb, &why, ctx),
             Parsed::Task(Incoming::Cancel {
                 message_id,
                 task_id,
@@ -519,6 +538,35 @@ impl Agent {
             Parsed::Unsupported(u) => self.task_unsupported(from, u, None, ctx),
             Parsed::NotTask | Parsed::Malformed(_) => Ok(()),
         }
+    }
+
+    /// §7.7 "In tasks": a task/request or task/input whose file part fails
+    /// the rules is refused whole, before any state: a request is answered
+    /// rejected with reason input (as an input outside its schema is), an
+    /// input is refused for the human only.
+    fn task_bad_file(
+        &mut self,
+        from: &AgentId,
+        task_id: &str,
+        context_id: &str,
+        verb: &str,
+        why: &crate::file::FileError,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
+        let exists = self
+            .state
+            .tasks
+            .tasks
+            .contains_key(&task_key(Role::Executor, from, task_id));
+        self.tell(Event::Dropped {
+            from: Some(from.clone()),
+            reason: format!("a {verb} with a file part refused (SPEC §7.7): {why}"),
+        });
+        self.task_refused_event(from, task_id, None, "refused", "input");
+        if verb == "task/request" && !exists {
+            return self.task_reject_stateless(from, task_id, context_id, Reason::Input, ctx);
+        }
+        Ok(())
     }
 
     /// §7.5 rule 5, §7.6.2: the unsupported reply, with the task's real
@@ -595,7 +643,7 @@ impl Agent {
         capability: String,
         input: Option<Value>,
         expires: Option<Instant>,
-        texts: Vec<String>,
+        (texts, files): (Vec<String>, Vec<crate::file::FilePart>),
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
         let key = task_key(Role::Executor, from, &task_id);
@@ -697,6 +745,7 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
+            files,
         };
         // Whether it would wait for the human, and who makes room (§7.4).
         let pass = if class.start_gated() {
@@ -757,6 +806,7 @@ impl Agent {
                     via: None,
                     text: None,
                     data: None,
+                    files: Vec::new(),
                 });
                 self.revoke_contact(from, "task-abuse", ctx)?;
             }
@@ -791,9 +841,13 @@ impl Agent {
             },
         }
         let mut ev = self.task_event(&t, ev_step);
-        if let Event::Task { text, data, .. } = &mut ev {
+        if let Event::Task {
+            text, data, files, ..
+        } = &mut ev
+        {
             *text = peer_text(&t.texts);
             *data = peer_data(t.input.as_ref());
+            *files = t.files.iter().map(crate::file::FilePart::shown).collect();
         }
         self.tell(ev);
         self.task_put(t.clone());
@@ -1062,7 +1116,7 @@ impl Agent {
         message_id: &str,
         task_id: &str,
         input: Option<Value>,
-        texts: Vec<String>,
+        (texts, files): (Vec<String>, Vec<crate::file::FilePart>),
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
         let key = task_key(Role::Executor, from, task_id);
@@ -1095,12 +1149,18 @@ impl Agent {
             t.input = input;
         }
         t.texts.extend(texts.iter().cloned());
+        let shown: Vec<Value> = files.iter().map(crate::file::FilePart::shown).collect();
+        t.files.extend(files);
         t.state = TaskState::Working;
         t.updated = ctx.now;
         let mut ev = self.task_event(&t, "input");
-        if let Event::Task { text, data, .. } = &mut ev {
+        if let Event::Task {
+            text, data, files, ..
+        } = &mut ev
+        {
             *text = peer_text(&texts);
             *data = peer_data(t.input.as_ref());
+            *files = shown;
         }
         self.tell(ev);
         self.task_put(t.clone());
@@ -1182,6 +1242,7 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
+            files: Vec::new(),
         };
         self.task_put(t);
         Ok(())
@@ -1329,9 +1390,16 @@ impl Agent {
         }
         self.task_put(t.clone());
         let mut ev = self.task_event(&t, "artifact");
-        if let Event::Task { text, data, .. } = &mut ev {
+        if let Event::Task {
+            text, data, files, ..
+        } = &mut ev
+        {
             *text = peer_text(&texts);
             *data = peer_data(datas.first());
+            *files = crate::task::files_of(&parts)
+                .iter()
+                .map(crate::file::FilePart::shown)
+                .collect();
         }
         self.tell(ev);
     }
@@ -1429,6 +1497,7 @@ impl Agent {
                     &t.capability,
                     data,
                     &texts,
+                    &[],
                 );
                 t.inputs += 1;
                 t.updated = ctx.now;
@@ -1460,6 +1529,7 @@ impl Agent {
                     &t.context_id,
                     &t.capability,
                     data,
+                    &[],
                     &[],
                 );
                 t.cancel_sent = true;
@@ -1653,6 +1723,7 @@ impl Agent {
             &capability,
             data,
             &texts,
+            &[],
         );
         let class = Registry::builtin()
             .get(&capability)
@@ -1684,6 +1755,7 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
+            files: Vec::new(),
         };
         self.task_put(t);
         self.task_send(&to, &p, ctx)?;
