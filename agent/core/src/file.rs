@@ -19,7 +19,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use rdv_proto::consts::{
     A2A_INLINE_FILE_MAX_BYTES, EXT_FILES, FILES_BLOB_AAD, FILES_ENC_ALG, FILES_KEY_LEN,
     FILES_MAX_MIRRORS, FILES_MAX_P2P, FILES_MIME_PART_MAX_CHARS, FILES_NAME_MAX_CHARS,
-    FILES_NONCE_LEN, FILES_TAG_LEN, FILES_URL_MAX_CHARS,
+    FILES_NONCE_LEN, FILES_TAG_LEN, FILES_URL_MAX_CHARS, TRANSFER_MAX_DATA_BYTES,
+    TRANSFER_MAX_DEPTH, TRANSFER_MAX_MESSAGES, TRANSFER_MAX_PROTOCOLS, TRANSFER_REASON_MAX_CHARS,
+    TRANSFER_TYPE,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -700,6 +702,563 @@ pub fn check_parts(parts: &[a2a::Part], extensions: &[String]) -> Result<Vec<Fil
     Ok(out)
 }
 
+// ---- direct transfer: rdv/transfer (§7.7) -----------------------------------
+
+/// Why an `rdv/transfer` message is refused (§7.7: each step allows only
+/// its own fields; anything else is refused).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    #[error("an unknown key {key:?} in a transfer {step}")]
+    UnknownKey { step: &'static str, key: String },
+    #[error("{field}: {why}")]
+    BadField {
+        field: &'static str,
+        why: &'static str,
+    },
+    #[error("data over {TRANSFER_MAX_DATA_BYTES} bytes as canonical JSON")]
+    DataTooLarge,
+    #[error("data nested deeper than {TRANSFER_MAX_DEPTH}")]
+    DataTooDeep,
+}
+
+fn tbad(field: &'static str, why: &'static str) -> TransferError {
+    TransferError::BadField { field, why }
+}
+
+/// One step of a transfer (§7.7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "step", deny_unknown_fields)]
+pub enum TransferStep {
+    /// The receiver names the protocols it accepts (1 to 8).
+    Propose {
+        protocols: Vec<String>,
+        data: Option<Value>,
+    },
+    /// The sender picks one.
+    Accept {
+        protocol: String,
+        data: Option<Value>,
+    },
+    /// Protocol-specific setup (SDP, ICE candidates): data required.
+    Signal {
+        data: Value,
+    },
+    Done,
+    /// Optional reason, display only (at most 200 characters).
+    Abort {
+        reason: Option<String>,
+    },
+}
+
+impl TransferStep {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TransferStep::Propose { .. } => "propose",
+            TransferStep::Accept { .. } => "accept",
+            TransferStep::Signal { .. } => "signal",
+            TransferStep::Done => "done",
+            TransferStep::Abort { .. } => "abort",
+        }
+    }
+}
+
+/// An `rdv/transfer` message (§7.7), validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransferMsg {
+    /// The file's sha256.
+    pub file: String,
+    /// The task the file belongs to, when it does.
+    pub task: Option<String>,
+    /// The transfer's UUID.
+    pub transfer: String,
+    pub expires: Option<String>,
+    pub step: TransferStep,
+}
+
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// §7.7: `data` is an object of at most 16 KiB as canonical JSON, nested
+/// at most 16 deep (the object itself is level 1).
+fn check_transfer_data(v: &Value) -> Result<Value, TransferError> {
+    if !v.is_object() {
+        return Err(tbad("data", "not an object"));
+    }
+    if depth(v) > TRANSFER_MAX_DEPTH {
+        return Err(TransferError::DataTooDeep);
+    }
+    let n = rdv_proto::canon::to_vec(v)
+        .map_err(|_| tbad("data", "no canonical form"))?
+        .len();
+    if n > TRANSFER_MAX_DATA_BYTES {
+        return Err(TransferError::DataTooLarge);
+    }
+    Ok(v.clone())
+}
+
+/// Reads an opened `rdv/transfer` payload strictly (§7.7).
+pub fn parse_transfer(v: &Value) -> Result<TransferMsg, TransferError> {
+    let m = v.as_object().ok_or(tbad("payload", "not an object"))?;
+    if m.get("type").and_then(Value::as_str) != Some(TRANSFER_TYPE) {
+        return Err(tbad("type", "not rdv/transfer"));
+    }
+    let step_name = m
+        .get("step")
+        .and_then(Value::as_str)
+        .ok_or(tbad("step", "missing"))?;
+    let (step, own): (&'static str, &[&str]) = match step_name {
+        "propose" => ("propose", &["protocols", "data"]),
+        "accept" => ("accept", &["protocol", "data"]),
+        "signal" => ("signal", &["data"]),
+        "done" => ("done", &[]),
+        "abort" => ("abort", &["reason"]),
+        _ => return Err(tbad("step", "not propose, accept, signal, done or abort")),
+    };
+    const COMMON: [&str; 6] = ["type", "file", "task", "transfer", "step", "expires"];
+    if let Some(k) = m
+        .keys()
+        .find(|k| !COMMON.contains(&k.as_str()) && !own.contains(&k.as_str()))
+    {
+        return Err(TransferError::UnknownKey {
+            step,
+            key: crate::peer_text::bounded(&crate::peer_text::terminal_safe(k), 64),
+        });
+    }
+    let file = match m.get("file").and_then(Value::as_str) {
+        Some(f) if is_sha256_hex(f) => f.to_string(),
+        _ => return Err(tbad("file", "not a sha256")),
+    };
+    let transfer = match m.get("transfer").and_then(Value::as_str) {
+        Some(t) if a2a::is_uuid(t) => t.to_string(),
+        _ => return Err(tbad("transfer", "not a UUID")),
+    };
+    let task = match m.get("task") {
+        None => None,
+        Some(Value::String(t)) if a2a::is_uuid(t) => Some(t.clone()),
+        Some(_) => return Err(tbad("task", "not a UUID")),
+    };
+    let expires = match m.get("expires") {
+        None => None,
+        Some(Value::String(x)) if a2a::parse_offset_time(x).is_some() => Some(x.clone()),
+        Some(_) => return Err(tbad("expires", "not an RFC 3339 time")),
+    };
+    let data = m.get("data").map(check_transfer_data).transpose()?;
+    let step = match step {
+        "propose" => {
+            let a = m
+                .get("protocols")
+                .and_then(Value::as_array)
+                .ok_or(tbad("protocols", "missing or not an array"))?;
+            if a.is_empty() || a.len() > TRANSFER_MAX_PROTOCOLS {
+                return Err(tbad("protocols", "names 1 to 8 protocols"));
+            }
+            let protocols = a
+                .iter()
+                .map(|p| match p.as_str() {
+                    Some(s) if is_protocol_name(s) => Ok(s.to_string()),
+                    _ => Err(tbad("protocols", "a name that is not <name>/<version>")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            TransferStep::Propose { protocols, data }
+        }
+        "accept" => match m.get("protocol").and_then(Value::as_str) {
+            Some(p) if is_protocol_name(p) => TransferStep::Accept {
+                protocol: p.to_string(),
+                data,
+            },
+            _ => return Err(tbad("protocol", "missing or not <name>/<version>")),
+        },
+        "signal" => TransferStep::Signal {
+            data: data.ok_or(tbad("data", "required on signal"))?,
+        },
+        "done" => TransferStep::Done,
+        _ => {
+            let reason = match m.get("reason") {
+                None => None,
+                Some(Value::String(r)) if r.chars().count() <= TRANSFER_REASON_MAX_CHARS => {
+                    Some(r.clone())
+                }
+                Some(_) => return Err(tbad("reason", "not a string of at most 200 characters")),
+            };
+            TransferStep::Abort { reason }
+        }
+    };
+    Ok(TransferMsg {
+        file,
+        task,
+        transfer,
+        expires,
+        step,
+    })
+}
+
+impl TransferMsg {
+    /// The payload as it goes out (§7.7).
+    pub fn to_payload(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("type".into(), json!(TRANSFER_TYPE));
+        m.insert("file".into(), json!(self.file));
+        if let Some(t) = &self.task {
+            m.insert("task".into(), json!(t));
+        }
+        m.insert("transfer".into(), json!(self.transfer));
+        m.insert("step".into(), json!(self.step.name()));
+        if let Some(x) = &self.expires {
+            m.insert("expires".into(), json!(x));
+        }
+        match &self.step {
+            TransferStep::Propose { protocols, data } => {
+                m.insert("protocols".into(), json!(protocols));
+                if let Some(d) = data {
+                    m.insert("data".into(), d.clone());
+                }
+            }
+            TransferStep::Accept { protocol, data } => {
+                m.insert("protocol".into(), json!(protocol));
+                if let Some(d) = data {
+                    m.insert("data".into(), d.clone());
+                }
+            }
+            TransferStep::Signal { data } => {
+                m.insert("data".into(), data.clone());
+            }
+            TransferStep::Done => {}
+            TransferStep::Abort { reason } => {
+                if let Some(r) = reason {
+                    m.insert("reason".into(), json!(r));
+                }
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// The abort answering this message (§7.7).
+    pub fn abort(&self, reason: &str) -> TransferMsg {
+        TransferMsg {
+            file: self.file.clone(),
+            task: self.task.clone(),
+            transfer: self.transfer.clone(),
+            expires: None,
+            step: TransferStep::Abort {
+                reason: Some(crate::peer_text::bounded(reason, TRANSFER_REASON_MAX_CHARS)),
+            },
+        }
+    }
+}
+
+// ---- the transfer engine and the owner's setting (§7.7) ---------------------
+
+/// The Owner-table key of the direct-transfer setting.
+pub const DIRECT_TRANSFER_KEY: &str = "direct_transfer";
+/// Transfers kept per peer (our bound): finished ones go first; a propose
+/// beyond it while all are open is aborted.
+pub const TRANSFER_MAX_PER_PEER: usize = 16;
+
+/// The owner's direct-transfer setting (§7.7): off by default, never
+/// changed by a model or a peer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectTransfer {
+    pub on: bool,
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: rdv_proto::time::Instant,
+}
+
+/// Where a transfer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferState {
+    /// A peer proposed; shown to the owner.
+    Proposed,
+    /// Done or aborted: later messages are ignored.
+    Finished,
+}
+
+/// One transfer a peer proposed to us (we hold the file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transfer {
+    pub peer: AgentId,
+    pub transfer: String,
+    pub file: String,
+    pub task: Option<String>,
+    pub protocols: Vec<String>,
+    /// Messages in this transfer, both ways (§7.7: 16).
+    pub messages: u32,
+    pub state: TransferState,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created: rdv_proto::time::Instant,
+}
+
+/// The record key of a transfer.
+pub fn transfer_key(peer: &AgentId, transfer: &str) -> String {
+    format!("{peer} {transfer}")
+}
+
+/// The owner's file commands (§7.7).
+#[derive(Debug, Clone)]
+pub enum FileCommand {
+    /// Turns the direct-transfer setting on or off. Off aborts every
+    /// transfer waiting for the owner.
+    DirectTransfer { on: bool },
+    /// Whether it is on, and the transfers waiting.
+    DirectTransferStatus,
+    /// The owner says no to a proposed transfer: it is aborted.
+    DeclineTransfer { transfer: String },
+}
+
+use crate::agent::{Agent, Ctx};
+use crate::event::Event;
+use crate::record::Table;
+use rdv_proto::AgentId;
+
+impl Agent {
+    /// Whether the owner turned direct transfer on (§7.7: off by default).
+    pub fn direct_transfer_on(&self) -> bool {
+        self.state
+            .tasks
+            .direct_transfer
+            .as_ref()
+            .is_some_and(|d| d.on)
+    }
+
+    fn transfer_event(&self, t: &Transfer, step: &str, reason: Option<&str>) -> Event {
+        Event::Transfer {
+            step: step.into(),
+            peer: t.peer.clone(),
+            label: self
+                .state
+                .contacts
+                .get(&t.peer)
+                .and_then(|c| c.label.clone()),
+            transfer: t.transfer.clone(),
+            file: t.file.clone(),
+            task: t.task.clone(),
+            protocols: t.protocols.clone(),
+            reason: reason.map(crate::peer_text::UntrustedPeerText::new),
+        }
+    }
+
+    fn transfer_put(&mut self, t: Transfer) {
+        let k = transfer_key(&t.peer, &t.transfer);
+        self.state.tasks.transfers.insert(k.clone(), t);
+        self.state.touch(Table::Transfer, k);
+    }
+
+    fn transfer_abort(
+        &mut self,
+        to: &AgentId,
+        msg: &TransferMsg,
+        reason: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> crate::error::Result<()> {
+        let p = msg.abort(reason).to_payload();
+        let routes = self.contact_routes(to);
+        self.send_payload(to, &p, routes, ctx)?;
+        Ok(())
+    }
+
+    /// §7.7: one `rdv/transfer` message from a current contact, in
+    /// channel order. We implement no transfer protocol, so we never
+    /// propose and never accept: a propose is aborted (setting off) or
+    /// shown to the owner (on); any later step but abort is out of order.
+    pub(crate) fn on_transfer(
+        &mut self,
+        from: &AgentId,
+        payload: &serde_json::Value,
+        ctx: &mut Ctx<'_>,
+    ) -> crate::error::Result<()> {
+        if self.state.contact(from).is_none() {
+            return Ok(());
+        }
+        let msg = match parse_transfer(payload) {
+            Ok(m) => m,
+            Err(e) => {
+                self.tell(Event::Dropped {
+                    from: Some(from.clone()),
+                    reason: format!("an rdv/transfer refused (SPEC §7.7): {e}"),
+                });
+                return Ok(());
+            }
+        };
+        let key = transfer_key(from, &msg.transfer);
+        match self.state.tasks.transfers.get(&key).cloned() {
+            // A finished transfer: ignored (§7.7).
+            Some(t) if t.state == TransferState::Finished => Ok(()),
+            Some(mut t) => {
+                t.messages += 1;
+                t.state = TransferState::Finished;
+                let (step, why) = match &msg.step {
+                    TransferStep::Abort { reason } => {
+                        self.transfer_put(t.clone());
+                        let ev = self.transfer_event(&t, "aborted", reason.as_deref());
+                        self.tell(ev);
+                        return Ok(());
+                    }
+                    _ if t.messages > TRANSFER_MAX_MESSAGES => {
+                        ("aborted", "more than 16 messages in one transfer")
+                    }
+                    _ => ("aborted", "a step out of order"),
+                };
+                t.messages += 1;
+                self.transfer_put(t.clone());
+                let ev = self.transfer_event(&t, step, Some(why));
+                self.tell(ev);
+                self.transfer_abort(from, &msg, why, ctx)
+            }
+            None => {
+                let TransferStep::Propose { protocols, .. } = &msg.step else {
+                    // A message for an unknown transfer is ignored (§7.7).
+                    return Ok(());
+                };
+                let mut t = Transfer {
+                    peer: from.clone(),
+                    transfer: msg.transfer.clone(),
+                    file: msg.file.clone(),
+                    task: msg.task.clone(),
+                    protocols: protocols.clone(),
+                    messages: 1,
+                    state: TransferState::Proposed,
+                    created: ctx.now,
+                };
+                if !self.direct_transfer_on() {
+                    // §7.7: with the setting off, a propose is answered with
+                    // abort; nothing is kept.
+                    let ev = self.transfer_event(&t, "refused", Some("direct transfer is off"));
+                    self.tell(ev);
+                    return self.transfer_abort(from, &msg, "direct transfer is off", ctx);
+                }
+                if !self.transfer_room_for(from) {
+                    let why = "too many transfers with this contact";
+                    let ev = self.transfer_event(&t, "refused", Some(why));
+                    self.tell(ev);
+                    return self.transfer_abort(from, &msg, why, ctx);
+                }
+                // On: shown to the owner, who decides; nothing is accepted
+                // automatically and nothing connects.
+                let ev = self.transfer_event(&t, "proposed", None);
+                self.tell(ev);
+                t.state = TransferState::Proposed;
+                self.transfer_put(t);
+                Ok(())
+            }
+        }
+    }
+
+    /// Room for one more transfer with `peer`: finished ones are dropped
+    /// first (oldest first); all open means no room.
+    fn transfer_room_for(&mut self, peer: &AgentId) -> bool {
+        let mut mine: Vec<(String, TransferState, rdv_proto::time::Instant)> = self
+            .state
+            .tasks
+            .transfers
+            .iter()
+            .filter(|(_, t)| &t.peer == peer)
+            .map(|(k, t)| (k.clone(), t.state, t.created))
+            .collect();
+        mine.sort_by_key(|(_, _, c)| *c);
+        let mut n = mine.len();
+        for (k, s, _) in mine {
+            if n < TRANSFER_MAX_PER_PEER {
+                break;
+            }
+            if s == TransferState::Finished {
+                self.state.tasks.transfers.remove(&k);
+                self.state.touch(Table::Transfer, k);
+                n -= 1;
+            }
+        }
+        n < TRANSFER_MAX_PER_PEER
+    }
+
+    /// The owner's file commands (§7.7).
+    pub(crate) fn file_command(
+        &mut self,
+        c: FileCommand,
+        ctx: &mut Ctx<'_>,
+    ) -> crate::error::Result<Value> {
+        match c {
+            FileCommand::DirectTransfer { on } => {
+                self.state.tasks.direct_transfer = Some(DirectTransfer { on, since: ctx.now });
+                self.state.touch(Table::Owner, DIRECT_TRANSFER_KEY);
+                let mut aborted = Vec::new();
+                if !on {
+                    let open: Vec<Transfer> = self
+                        .state
+                        .tasks
+                        .transfers
+                        .values()
+                        .filter(|t| t.state == TransferState::Proposed)
+                        .cloned()
+                        .collect();
+                    for t in open {
+                        self.transfer_decline(t.clone(), "direct transfer was turned off", ctx)?;
+                        aborted.push(t.transfer);
+                    }
+                }
+                Ok(json!({"direct_transfer": on, "aborted": aborted}))
+            }
+            FileCommand::DirectTransferStatus => {
+                let waiting: Vec<Value> = self
+                    .state
+                    .tasks
+                    .transfers
+                    .values()
+                    .filter(|t| t.state == TransferState::Proposed)
+                    .map(|t| {
+                        json!({"transfer": t.transfer, "peer": t.peer, "file": t.file,
+                            "task": t.task, "protocols": t.protocols})
+                    })
+                    .collect();
+                Ok(json!({"direct_transfer": self.direct_transfer_on(), "waiting": waiting}))
+            }
+            FileCommand::DeclineTransfer { transfer } => {
+                let Some(t) = self
+                    .state
+                    .tasks
+                    .transfers
+                    .values()
+                    .find(|t| t.transfer == transfer && t.state == TransferState::Proposed)
+                    .cloned()
+                else {
+                    return Err(crate::error::Error::NotFound(format!(
+                        "no transfer {transfer} waits for you"
+                    )));
+                };
+                self.transfer_decline(t, "declined by its owner", ctx)?;
+                Ok(json!({"transfer": transfer, "declined": true}))
+            }
+        }
+    }
+
+    fn transfer_decline(
+        &mut self,
+        mut t: Transfer,
+        why: &str,
+        ctx: &mut Ctx<'_>,
+    ) -> crate::error::Result<()> {
+        t.state = TransferState::Finished;
+        t.messages += 1;
+        self.transfer_put(t.clone());
+        let ev = self.transfer_event(&t, "declined", Some(why));
+        self.tell(ev);
+        let msg = TransferMsg {
+            file: t.file.clone(),
+            task: t.task.clone(),
+            transfer: t.transfer.clone(),
+            expires: None,
+            step: TransferStep::Abort { reason: None },
+        };
+        self.transfer_abort(&t.peer, &msg, why, ctx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1080,5 +1639,116 @@ mod tests {
             open_blob(b"pux", &plain).unwrap_err(),
             FileError::HashMismatch
         );
+    }
+
+    fn propose() -> Value {
+        json!({"type": "rdv/transfer", "file": sha(b"x"), "task": "3f9a0000-0000-4000-8000-000000000001",
+            "transfer": "3f9a0000-0000-4000-8000-000000000002", "step": "propose",
+            "protocols": ["webrtc-datachannel/1"], "data": {}, "expires": "2026-11-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn transfer_messages_round_trip_and_each_step_allows_only_its_fields() {
+        let m = parse_transfer(&propose()).unwrap();
+        assert_eq!(m.step.name(), "propose");
+        assert_eq!(parse_transfer(&m.to_payload()).unwrap(), m);
+        // propose has no protocol; accept has no protocols; done has no data.
+        let mut v = propose();
+        v["protocol"] = json!("webrtc-datachannel/1");
+        assert!(matches!(
+            parse_transfer(&v).unwrap_err(),
+            TransferError::UnknownKey { step: "propose", ref key } if key == "protocol"
+        ));
+        let mut v = propose();
+        v["step"] = json!("accept");
+        assert!(matches!(
+            parse_transfer(&v).unwrap_err(),
+            TransferError::UnknownKey { step: "accept", ref key } if key == "protocols"
+        ));
+        let done = json!({"type": "rdv/transfer", "file": sha(b"x"),
+            "transfer": "3f9a0000-0000-4000-8000-000000000002", "step": "done", "data": {}});
+        assert!(matches!(
+            parse_transfer(&done).unwrap_err(),
+            TransferError::UnknownKey { step: "done", .. }
+        ));
+        // signal needs data.
+        let signal = json!({"type": "rdv/transfer", "file": sha(b"x"),
+            "transfer": "3f9a0000-0000-4000-8000-000000000002", "step": "signal"});
+        assert_eq!(
+            parse_transfer(&signal).unwrap_err(),
+            TransferError::BadField {
+                field: "data",
+                why: "required on signal"
+            }
+        );
+        // An unknown step, a bad file hash, a non-UUID transfer.
+        for (k, v) in [
+            ("step", json!("push")),
+            ("file", json!("abc")),
+            ("transfer", json!("t-1")),
+        ] {
+            let mut p = propose();
+            p[k] = v;
+            assert!(
+                matches!(
+                    parse_transfer(&p).unwrap_err(),
+                    TransferError::BadField { .. }
+                ),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn transfer_bounds_hold() {
+        // 1 to 8 protocols.
+        let mut v = propose();
+        v["protocols"] = json!([]);
+        assert!(matches!(
+            parse_transfer(&v).unwrap_err(),
+            TransferError::BadField {
+                field: "protocols",
+                ..
+            }
+        ));
+        v["protocols"] = json!((0..9).map(|i| format!("p{i}/1")).collect::<Vec<_>>());
+        assert!(matches!(
+            parse_transfer(&v).unwrap_err(),
+            TransferError::BadField {
+                field: "protocols",
+                ..
+            }
+        ));
+        v["protocols"] = json!((0..8).map(|i| format!("p{i}/1")).collect::<Vec<_>>());
+        assert!(parse_transfer(&v).is_ok());
+        // data at most 16 KiB as canonical JSON.
+        let mut v = propose();
+        v["data"] = json!({"sdp": "x".repeat(TRANSFER_MAX_DATA_BYTES)});
+        assert_eq!(parse_transfer(&v).unwrap_err(), TransferError::DataTooLarge);
+        v["data"] = json!({"sdp": "x".repeat(TRANSFER_MAX_DATA_BYTES - 20)});
+        assert!(parse_transfer(&v).is_ok());
+        // nested at most 16 deep.
+        let mut deep = json!({});
+        for _ in 0..TRANSFER_MAX_DEPTH {
+            deep = json!({"a": deep});
+        }
+        let mut v = propose();
+        v["data"] = deep.clone();
+        assert_eq!(parse_transfer(&v).unwrap_err(), TransferError::DataTooDeep);
+        v["data"] = deep["a"].clone();
+        assert!(parse_transfer(&v).is_ok());
+        // An abort's reason is at most 200 characters.
+        let abort = |r: String| {
+            json!({"type": "rdv/transfer", "file": sha(b"x"),
+            "transfer": "3f9a0000-0000-4000-8000-000000000002", "step": "abort", "reason": r})
+        };
+        assert!(parse_transfer(&abort("r".repeat(200))).is_ok());
+        assert!(matches!(
+            parse_transfer(&abort("r".repeat(201))).unwrap_err(),
+            TransferError::BadField {
+                field: "reason",
+                ..
+            }
+        ));
     }
 }

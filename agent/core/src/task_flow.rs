@@ -29,6 +29,10 @@ pub struct TaskBook {
     pub auto: BTreeMap<AgentId, AutoApprove>,
     /// The audit log, by sequence (§5.5.1: bounded).
     pub audit: BTreeMap<u64, AuditLine>,
+    /// The owner's direct-transfer setting (§7.7): off unless set.
+    pub direct_transfer: Option<crate::file::DirectTransfer>,
+    /// rdv/transfer negotiations, by `file::transfer_key` (§7.7).
+    pub transfers: BTreeMap<String, crate::file::Transfer>,
 }
 
 fn read<T: DeserializeOwned>(r: &Record) -> Result<T> {
@@ -63,6 +67,8 @@ impl TaskBook {
             Table::Owner => {
                 if r.key == "secret" {
                     self.owner_secret = Some(read(r)?);
+                } else if r.key == crate::file::DIRECT_TRANSFER_KEY {
+                    self.direct_transfer = Some(read(r)?);
                 } else if let Some(id) = r.key.strip_prefix("policy:").and_then(id_of) {
                     self.policies.insert(id, read(r)?);
                 } else if let Some(id) = r.key.strip_prefix("auto:").and_then(id_of) {
@@ -70,6 +76,9 @@ impl TaskBook {
                 } else {
                     return Err(Error::Store(format!("owner key {:?}", r.key)));
                 }
+            }
+            Table::Transfer => {
+                self.transfers.insert(r.key.clone(), read(r)?);
             }
             Table::Audit => {
                 let n = r
@@ -93,6 +102,8 @@ impl TaskBook {
             Table::Owner => {
                 if key == "secret" {
                     self.owner_secret.as_ref().map(write).transpose()?
+                } else if key == crate::file::DIRECT_TRANSFER_KEY {
+                    self.direct_transfer.as_ref().map(write).transpose()?
                 } else if let Some(id) = key.strip_prefix("policy:").and_then(id_of) {
                     self.policies.get(&id).map(write).transpose()?
                 } else if let Some(id) = key.strip_prefix("auto:").and_then(id_of) {
@@ -101,6 +112,7 @@ impl TaskBook {
                     None
                 }
             }
+            Table::Transfer => self.transfers.get(key).map(write).transpose()?,
             Table::Audit => key
                 .parse::<u64>()
                 .ok()

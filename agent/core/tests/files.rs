@@ -389,3 +389,160 @@ fn an_artifact_with_files_is_kept_and_a_bad_one_dropped() {
     let art = ev.iter().find(|e| e["step"] == "artifact").unwrap();
     assert_eq!(art["files"][0]["name"], "plan.pdf");
 }
+
+// ---- direct transfer (§7.7 rdv/transfer) -------------------------------------
+
+fn transfer_msg(transfer: &str, step: &str, extra: Value) -> Value {
+    let mut v =
+        json!({"type": "rdv/transfer", "file": sha(b"x"), "transfer": transfer, "step": step});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+fn propose(transfer: &str) -> Value {
+    transfer_msg(
+        transfer,
+        "propose",
+        json!({"protocols": ["webrtc-datachannel/1"], "data": {}}),
+    )
+}
+
+fn transfers_sent(net: &Net, transfer: &str) -> Vec<Value> {
+    sent(net, OMER, JOHN)
+        .into_iter()
+        .filter(|p| p["type"] == "rdv/transfer" && p["transfer"] == transfer)
+        .collect()
+}
+
+fn deliver(net: &mut Net, payload: &Value) {
+    let ev = net.forge(JOHN, OMER, payload);
+    net.inject(OMER, &ev);
+}
+
+fn direct_transfer(net: &mut Net, on: bool) -> Value {
+    net.cmd(
+        OMER,
+        Command::File(file::FileCommand::DirectTransfer { on }),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_propose_is_aborted_while_direct_transfer_is_off() {
+    let mut net = contacts();
+    assert!(
+        !net.nodes[OMER].agent.direct_transfer_on(),
+        "off by default"
+    );
+    let id = uuid();
+    deliver(&mut net, &propose(&id));
+    let out = transfers_sent(&net, &id);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["step"], "abort");
+    assert_eq!(out[0]["reason"], "direct transfer is off");
+    assert!(net.nodes[OMER].agent.state.tasks.transfers.is_empty());
+    let ev = net.nodes[OMER].events_of("transfer");
+    assert_eq!(ev.last().unwrap()["step"], "refused");
+}
+
+#[test]
+fn with_direct_transfer_on_a_propose_waits_for_the_owner_and_nothing_accepts() {
+    let mut net = contacts();
+    direct_transfer(&mut net, true);
+    assert!(net.nodes[OMER].agent.direct_transfer_on());
+    let id = uuid();
+    deliver(&mut net, &propose(&id));
+    // Shown to the owner; nothing is sent, nothing accepted.
+    assert!(transfers_sent(&net, &id).is_empty());
+    let ev = net.nodes[OMER].events_of("transfer");
+    let shown = ev.last().unwrap();
+    assert_eq!(shown["step"], "proposed");
+    assert_eq!(shown["protocols"][0], "webrtc-datachannel/1");
+    let r = net
+        .cmd(OMER, Command::File(file::FileCommand::DirectTransferStatus))
+        .unwrap();
+    assert_eq!(r["direct_transfer"], true);
+    assert_eq!(r["waiting"][0]["transfer"], id);
+    // A step out of order (a signal before any accept) aborts it.
+    deliver(
+        &mut net,
+        &transfer_msg(&id, "signal", json!({"data": {"sdp": "v=0"}})),
+    );
+    let out = transfers_sent(&net, &id);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["step"], "abort");
+    assert_eq!(out[0]["reason"], "a step out of order");
+    // Finished: later messages are ignored.
+    deliver(&mut net, &transfer_msg(&id, "done", json!({})));
+    assert_eq!(transfers_sent(&net, &id).len(), 1);
+    // A message for an unknown transfer is ignored too.
+    let other = uuid();
+    deliver(
+        &mut net,
+        &transfer_msg(
+            &other,
+            "accept",
+            json!({"protocol": "webrtc-datachannel/1"}),
+        ),
+    );
+    assert!(transfers_sent(&net, &other).is_empty());
+    assert!(
+        !net.nodes[OMER]
+            .agent
+            .state
+            .tasks
+            .transfers
+            .keys()
+            .any(|k| k.ends_with(&other))
+    );
+}
+
+#[test]
+fn the_owner_declines_and_turning_it_off_aborts_what_waits() {
+    let mut net = contacts();
+    direct_transfer(&mut net, true);
+    let (a, b) = (uuid(), uuid());
+    deliver(&mut net, &propose(&a));
+    deliver(&mut net, &propose(&b));
+    net.cmd(
+        OMER,
+        Command::File(file::FileCommand::DeclineTransfer {
+            transfer: a.clone(),
+        }),
+    )
+    .unwrap();
+    assert_eq!(transfers_sent(&net, &a)[0]["step"], "abort");
+    assert!(transfers_sent(&net, &b).is_empty());
+    let r = direct_transfer(&mut net, false);
+    assert_eq!(r["aborted"], json!([b.clone()]));
+    assert_eq!(transfers_sent(&net, &b)[0]["step"], "abort");
+    // Off again: a new propose is aborted at once.
+    let c = uuid();
+    deliver(&mut net, &propose(&c));
+    assert_eq!(
+        transfers_sent(&net, &c)[0]["reason"],
+        "direct transfer is off"
+    );
+}
+
+#[test]
+fn a_transfer_message_with_another_steps_field_is_refused() {
+    let mut net = contacts();
+    direct_transfer(&mut net, true);
+    let id = uuid();
+    let mut p = propose(&id);
+    p["protocol"] = json!("webrtc-datachannel/1");
+    deliver(&mut net, &p);
+    assert!(net.nodes[OMER].agent.state.tasks.transfers.is_empty());
+    assert!(transfers_sent(&net, &id).is_empty());
+    let dropped = net.nodes[OMER].events_of("dropped");
+    assert!(
+        dropped.iter().any(|d| d["reason"]
+            .as_str()
+            .unwrap()
+            .contains("rdv/transfer refused")),
+        "{dropped:?}"
+    );
+}
