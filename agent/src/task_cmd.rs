@@ -61,7 +61,8 @@ pub enum TaskCommand {
         /// How long the task may take: <n><s|m|h|d> (default 48h, at most 7d).
         #[arg(long)]
         expires: Option<String>,
-        /// A file of yours: not supported yet (SPEC §7.7).
+        /// A file of yours in a request: not supported yet (SPEC §7.7;
+        /// attach files to results with rdv task submit --file).
         #[arg(long)]
         file: Vec<String>,
     },
@@ -116,8 +117,11 @@ pub enum TaskCommand {
         question: bool,
         #[arg(long, conflicts_with_all = ["question", "more", "name", "data"])]
         fail: bool,
-        /// A file of yours: not supported yet (SPEC §7.7).
-        #[arg(long)]
+        /// A file of yours, prepared with `rdv file prepare` (SPEC §7.7):
+        /// SHA256 for an inline one, SHA256=https://… for the encrypted
+        /// copy you uploaded there (repeatable). A result with files waits
+        /// for your release every time (no policy or auto-approve).
+        #[arg(long, conflicts_with_all = ["question", "fail"])]
         file: Vec<String>,
     },
     /// A standing policy for one contact and one capability (SPEC §5.5):
@@ -305,6 +309,8 @@ fn summary(rt: &Runtime, t: &Task) -> Value {
         "created": format_time(t.created),
         "expires": format_time(t.expires),
         "artifacts": t.artifacts.len(),
+        // §7.7: each file as the gate shows it (never a key).
+        "files": t.files.iter().map(rdv_agent_core::file::FilePart::shown).collect::<Vec<_>>(),
     })
 }
 
@@ -357,10 +363,10 @@ fn gate_view(t: &Task) -> Vec<String> {
                     UntrustedPeerText::new(x)
                 ));
             }
+            out.extend(crate::file_cmd::start_gate_lines(t));
         }
         Some(rdv_agent_core::task::OpenGate::Release { draft, .. }) => {
-            let s = rdv_proto::canon::to_string(&draft.content()).unwrap_or_default();
-            out.push(format!("  draft to release: {}", terminal_safe(&s)));
+            out.extend(crate::file_cmd::release_gate_lines(t, draft));
         }
         None => {}
     }
@@ -573,7 +579,10 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
             fail,
             file,
         } => {
-            no_files(&file)?;
+            let files = file
+                .iter()
+                .map(|f| crate::file_cmd::own_file(home(g)?.dir(), f))
+                .collect::<Result<Vec<_>>>()?;
             let task = tref(&rt, &id)?;
             let cap = rt
                 .agent()
@@ -605,6 +614,7 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
                     data,
                     name,
                     more,
+                    files,
                 }
             };
             let v = rt

@@ -315,8 +315,15 @@ pub fn task_key(role: Role, peer: &AgentId, task_id: &str) -> String {
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum Draft {
     /// An artifact (the `artifact` object as it will be sent); `complete`
-    /// ends the task completed once it is sent.
-    Artifact { artifact: Value, complete: bool },
+    /// ends the task completed once it is sent. `sources` name the local
+    /// file each of the owner's files was read from (shown at the gate,
+    /// never sent).
+    Artifact {
+        artifact: Value,
+        complete: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sources: Vec<FileSource>,
+    },
     /// A status with a message: a question (input-required) or a closing
     /// message (failed, completed).
     Status {
@@ -330,7 +337,9 @@ impl Draft {
     /// What the release digest covers: exactly what will leave.
     pub fn content(&self) -> Value {
         match self {
-            Draft::Artifact { artifact, complete } => {
+            Draft::Artifact {
+                artifact, complete, ..
+            } => {
                 json!({"artifact": artifact, "complete": complete})
             }
             Draft::Status {
@@ -342,6 +351,24 @@ impl Draft {
             }
         }
     }
+}
+
+/// Where one of the owner's files in a draft was read from (§7.7: the
+/// release gate shows it with the file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSource {
+    pub sha256: String,
+    pub source: String,
+}
+
+/// A file of the owner's to attach (§7.7): its part (inline, or a
+/// reference to the encrypted copy the owner uploaded) and the local path
+/// it was read from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnFile {
+    pub part: crate::file::FilePart,
+    pub source: String,
 }
 
 /// A gate open on a task, waiting for the human (§5.5). The code record is

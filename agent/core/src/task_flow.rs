@@ -155,11 +155,14 @@ pub struct TaskRef {
 #[derive(Debug, Clone)]
 pub enum Submit {
     /// A result: an artifact, then the task completes (unless `more`).
+    /// `files` are the owner's (§7.7): they leave only through the release
+    /// gate, never by a standing policy or auto-approve (§5.5.1).
     Result {
         texts: Vec<String>,
         data: Option<Value>,
         name: Option<String>,
         more: bool,
+        files: Vec<crate::task::OwnFile>,
     },
     /// A question: input-required with a message.
     Question {
@@ -1816,6 +1819,59 @@ impl Agent {
                 data,
                 name,
                 more,
+                files,
+            } if !files.is_empty() => {
+                // §7.7: files only to a peer whose card lists the files URI.
+                let lists = self.state.contact(&t.peer).is_some_and(|c| {
+                    c.card
+                        .get("capabilities")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().any(|x| x == rdv_proto::consts::EXT_FILES))
+                });
+                if !lists {
+                    return Err(Error::Refused(
+                        "the peer's card does not list the files extension (SPEC §7.7)".into(),
+                    ));
+                }
+                check_texts(&texts, rdv_proto::consts::A2A_MAX_PARTS - 1)?;
+                let mut parts: Vec<Part> = texts.iter().cloned().map(Part::Text).collect();
+                if let Some(d) = data {
+                    if let Some(s) = shape {
+                        check_result_data(s, &d).map_err(|e| Error::Input(e.to_string()))?;
+                    }
+                    parts.push(Part::Data(d));
+                }
+                let sources: Vec<crate::task::FileSource> = files
+                    .iter()
+                    .map(|f| crate::task::FileSource {
+                        sha256: f.part.sha256(),
+                        source: f.source.clone(),
+                    })
+                    .collect();
+                parts.extend(files.into_iter().map(|f| Part::File(Box::new(f.part))));
+                if parts.len() > rdv_proto::consts::A2A_MAX_PARTS {
+                    return Err(Error::Input(format!(
+                        "at most {} parts (text, data and files) per artifact",
+                        rdv_proto::consts::A2A_MAX_PARTS
+                    )));
+                }
+                Draft::Artifact {
+                    artifact: crate::task::artifact_object(
+                        &ctx.uuid(),
+                        name.as_deref(),
+                        &t.capability,
+                        &parts,
+                    ),
+                    complete: !more,
+                    sources,
+                }
+            }
+            Submit::Result {
+                texts,
+                data,
+                name,
+                more,
+                ..
             } => {
                 let parts = parts_of(&texts, data, rdv_proto::consts::A2A_MAX_PARTS - 1)?;
                 Draft::Artifact {
@@ -1826,6 +1882,7 @@ impl Agent {
                         &parts,
                     ),
                     complete: !more,
+                    sources: Vec::new(),
                 }
             }
             Submit::Question { texts, data } => {
@@ -1863,9 +1920,17 @@ impl Agent {
             Some(OpenGate::Release { code, .. }) => code.clone(),
             _ => None,
         };
+        // §5.5, §5.5.1: a file of the owner's leaves only with the owner's
+        // own approval at this gate: no policy or auto-approve passes it.
+        let owner_files = matches!(&draft, Draft::Artifact { sources, .. } if !sources.is_empty());
         t.gate = Some(OpenGate::Release { draft, code: kept });
         t.updated = ctx.now;
-        if let Some(p) = self.task_release_pass(&t, ctx) {
+        let pass = if owner_files {
+            None
+        } else {
+            self.task_release_pass(&t, ctx)
+        };
+        if let Some(p) = pass {
             self.task_release(t.clone(), Some(p.via), ctx)?;
             let state = self
                 .state
@@ -1898,7 +1963,9 @@ impl Agent {
         t.gate = None;
         t.updated = ctx.now;
         match draft {
-            Draft::Artifact { artifact, complete } => {
+            Draft::Artifact {
+                artifact, complete, ..
+            } => {
                 let p = crate::task::artifact_payload(&t.task_id, &t.context_id, &artifact);
                 if let Some(v) = via {
                     self.audit_pass(&t, GateStep::Release, &digest, Some(&p), v, ctx);

@@ -546,3 +546,170 @@ fn a_transfer_message_with_another_steps_field_is_refused() {
         "{dropped:?}"
     );
 }
+
+// ---- the owner's files leave only through the release gate (§5.5, §7.7) ------
+
+fn issue_code(net: &mut Net, id: &str) -> String {
+    use rdv_agent_core::gate::{code_terms, open_gate};
+    let t = exec_task(net, id).unwrap();
+    let (step, digest) = open_gate(&t).expect("a gate is open");
+    let mut rng = rand_core::OsRng;
+    let (secret, record) =
+        rdv_agent_core::phrase::Phrase::generate(&code_terms(step, &digest), net.now, &mut rng)
+            .unwrap();
+    let r = net
+        .cmd(
+            OMER,
+            Command::Task(TaskCommand::SetCode {
+                task: tref(id),
+                step,
+                digest,
+                record,
+            }),
+        )
+        .unwrap();
+    assert_eq!(r["code_set"], true);
+    secret.expose().to_string()
+}
+
+fn tref(id: &str) -> rdv_agent_core::task_flow::TaskRef {
+    rdv_agent_core::task_flow::TaskRef {
+        task_id: id.into(),
+        peer: None,
+    }
+}
+
+#[test]
+fn a_result_with_the_owners_files_waits_for_the_human_whatever_the_policy() {
+    use rdv_agent_core::owner::Secret;
+    use rdv_agent_core::task::OwnFile;
+    use rdv_agent_core::task_flow::Submit;
+    let mut net = contacts();
+    let john = net.nodes[JOHN].id();
+    // A standing policy that would release anything else without asking.
+    net.cmd(
+        OMER,
+        Command::Task(TaskCommand::Policy {
+            contact: john.clone(),
+            capability: EXT_REQUEST.into(),
+            policy: rdv_agent_core::gate::StandingPolicy {
+                auto_start: false,
+                auto_release: true,
+            },
+        }),
+    )
+    .unwrap();
+    let omer = net.nodes[OMER].id();
+    let r = net
+        .cmd(
+            JOHN,
+            Command::Task(TaskCommand::Request {
+                to: omer,
+                capability: EXT_REQUEST.into(),
+                texts: vec!["Send me the plan".into()],
+                input: None,
+                expires_in: None,
+            }),
+        )
+        .unwrap();
+    let id = r["task_id"].as_str().unwrap().to_string();
+    let code = issue_code(&mut net, &id);
+    let r = net
+        .cmd(
+            OMER,
+            Command::Task(TaskCommand::Approve {
+                task: tref(&id),
+                code: Secret::new(code),
+            }),
+        )
+        .unwrap();
+    assert_eq!(r["result"]["verdict"], "approved");
+    // Omer's own files: one inline, one encrypted reference.
+    let inline = file::inline_part(b"short note", Some("note.txt"), Some("text/plain")).unwrap();
+    let mut rng = rand_core::OsRng;
+    let (cipher, meta) = file::seal_blob(b"the Q4 plan", &mut rng).unwrap();
+    let reference =
+        file::reference_part(meta, "https://files.example.com/q4", Some("q4.pdf"), None).unwrap();
+    let r = net
+        .cmd(
+            OMER,
+            Command::Task(TaskCommand::Submit {
+                task: tref(&id),
+                submit: Submit::Result {
+                    texts: vec!["Here you are".into()],
+                    data: None,
+                    name: None,
+                    more: false,
+                    files: vec![
+                        OwnFile {
+                            part: inline.clone(),
+                            source: "/home/omer/note.txt".into(),
+                        },
+                        OwnFile {
+                            part: reference.clone(),
+                            source: "/home/omer/q4.pdf".into(),
+                        },
+                    ],
+                },
+            }),
+        )
+        .unwrap();
+    // The policy would have passed it: files need the human every time.
+    assert_eq!(r["released"], false);
+    let key = task_key(Role::Requester, &net.nodes[OMER].id(), &id);
+    assert!(
+        !net.nodes[JOHN].agent.state.tasks.tasks.contains_key(&key)
+            || net.nodes[JOHN].agent.state.tasks.tasks[&key]
+                .artifacts
+                .is_empty()
+    );
+    assert!(
+        !sent(&net, OMER, JOHN)
+            .iter()
+            .any(|p| p["type"] == "a2a/artifact-update")
+    );
+    // The gate holds the local source of each file, never sent.
+    let t = exec_task(&net, &id).unwrap();
+    match &t.gate {
+        Some(OpenGate::Release {
+            draft: rdv_agent_core::task::Draft::Artifact { sources, .. },
+            ..
+        }) => {
+            assert_eq!(sources.len(), 2);
+            assert_eq!(sources[1].sha256, reference.sha256());
+            assert_eq!(sources[1].source, "/home/omer/q4.pdf");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Released by the human's code: the artifact carries both files and the
+    // files URI; no source path went out.
+    let code = issue_code(&mut net, &id);
+    let r = net
+        .cmd(
+            OMER,
+            Command::Task(TaskCommand::Release {
+                task: tref(&id),
+                code: Secret::new(code),
+            }),
+        )
+        .unwrap();
+    assert_eq!(r["result"]["verdict"], "approved");
+    let art = sent(&net, OMER, JOHN)
+        .into_iter()
+        .find(|p| p["type"] == "a2a/artifact-update")
+        .unwrap();
+    assert!(!art.to_string().contains("/home/omer"));
+    let ext = art["update"]["artifact"]["extensions"].as_array().unwrap();
+    assert!(ext.iter().any(|e| e == EXT_FILES));
+    // John's side: validated and kept; the reference opens with its key.
+    let kept = &net.nodes[JOHN].agent.state.tasks.tasks[&key].artifacts[0];
+    let files: Vec<file::FilePart> = kept
+        .parts
+        .iter()
+        .filter(|p| p["kind"] == "file")
+        .map(|p| file::parse_part_value(p).unwrap())
+        .collect();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0].inline_bytes().unwrap(), b"short note");
+    assert_eq!(files[1].open(&cipher).unwrap(), b"the Q4 plan");
+}

@@ -178,6 +178,7 @@ fn submit_review(net: &mut Net, id: &str, comments: u64) -> Value {
                 data: Some(json!({"rdv": "review/result", "verdict": "changes-requested", "comments": comments})),
                 name: Some("review".into()),
                 more: false,
+                files: Vec::new(),
             },
         },
     )
@@ -1128,12 +1129,14 @@ fn the_gate_digests_cover_what_the_human_was_shown() {
     let a = Draft::Artifact {
         artifact: json!({"artifactId": uuid(), "parts": [{"kind": "text", "text": "ok"}]}),
         complete: true,
+        sources: Vec::new(),
     };
     let r = release_digest(&t, &a);
     assert_ne!(r, d, "start and release digests are separated");
     let b = Draft::Artifact {
         artifact: json!({"artifactId": uuid(), "parts": [{"kind": "text", "text": "ok"}]}),
         complete: false,
+        sources: Vec::new(),
     };
     assert_ne!(
         release_digest(&t, &b),
