@@ -376,10 +376,12 @@ pub fn start_gate_lines(t: &Task) -> Vec<String> {
 pub fn release_gate_lines(t: &Task, draft: &rdv_agent_core::task::Draft) -> Vec<String> {
     use rdv_agent_core::task::Draft;
     let mut content = draft.content();
-    if let Some(parts) = content
-        .pointer_mut("/artifact/parts")
-        .and_then(Value::as_array_mut)
-    {
+    let at = if content.get("request").is_some() {
+        "/request/message/parts"
+    } else {
+        "/artifact/parts"
+    };
+    if let Some(parts) = content.pointer_mut(at).and_then(Value::as_array_mut) {
         for p in parts.iter_mut() {
             if p["kind"] == "file"
                 && let Ok(f) = rdv_agent_core::file::parse_part_value(p)
@@ -390,12 +392,16 @@ pub fn release_gate_lines(t: &Task, draft: &rdv_agent_core::task::Draft) -> Vec<
     }
     let s = rdv_proto::canon::to_string(&content).unwrap_or_default();
     let mut out = vec![format!("  draft to release: {}", terminal_safe(&s))];
-    if let Draft::Artifact {
-        artifact, sources, ..
-    } = draft
-    {
-        let files = artifact["parts"]
-            .as_array()
+    let (parts, sources) = match draft {
+        Draft::Artifact {
+            artifact, sources, ..
+        } => (artifact.get("parts"), Some(sources)),
+        Draft::Request { message, sources } => (message.pointer("/message/parts"), Some(sources)),
+        Draft::Status { .. } => (None, None),
+    };
+    if let Some(sources) = sources {
+        let files = parts
+            .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .filter(|p| p["kind"] == "file")

@@ -61,8 +61,10 @@ pub enum TaskCommand {
         /// How long the task may take: <n><s|m|h|d> (default 48h, at most 7d).
         #[arg(long)]
         expires: Option<String>,
-        /// A file of yours in a request: not supported yet (SPEC §7.7;
-        /// attach files to results with rdv task submit --file).
+        /// A file of yours, prepared with `rdv file prepare` (SPEC §7.7):
+        /// SHA256 for an inline one, SHA256=https://… for the encrypted
+        /// copy you uploaded (repeatable). A request with files is held
+        /// until you release it (rdv task list, rdv task release).
         #[arg(long)]
         file: Vec<String>,
     },
@@ -227,16 +229,6 @@ fn json_arg(what: &str, s: &str) -> Result<Value> {
         return Err(Error::Input(format!("{what} must be a JSON object")));
     }
     Ok(v)
-}
-
-fn no_files(files: &[String]) -> Result<()> {
-    if files.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Input(
-            "files in tasks (SPEC §7.7) are not supported by this agent yet".into(),
-        ))
-    }
 }
 
 /// <n><s|m|h|d> as seconds.
@@ -500,7 +492,10 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
             expires,
             file,
         } => {
-            no_files(&file)?;
+            let files = file
+                .iter()
+                .map(|f| crate::file_cmd::own_file(home(g)?.dir(), f))
+                .collect::<Result<Vec<_>>>()?;
             let to = contact_of(&rt, &contact)?;
             let capability = capability_of(&capability);
             let input = match (data, input) {
@@ -516,6 +511,7 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
                     texts,
                     input,
                     expires_in,
+                    files,
                 }))
                 .await?;
             print(g, &v)

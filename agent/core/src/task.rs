@@ -324,6 +324,13 @@ pub enum Draft {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         sources: Vec<FileSource>,
     },
+    /// A request of ours that carries the owner's files (§5.5, §7.7), held
+    /// for the owner's release: the a2a/message as it will be sent.
+    Request {
+        message: Value,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sources: Vec<FileSource>,
+    },
     /// A status with a message: a question (input-required) or a closing
     /// message (failed, completed).
     Status {
@@ -342,6 +349,7 @@ impl Draft {
             } => {
                 json!({"artifact": artifact, "complete": complete})
             }
+            Draft::Request { message, .. } => json!({"request": message}),
             Draft::Status {
                 state,
                 message,

@@ -185,6 +185,9 @@ pub enum TaskCommand {
         input: Option<Value>,
         /// Seconds from now (default 48 h, at most 7 days).
         expires_in: Option<i64>,
+        /// The owner's files (§7.7): with any, the request is held for the
+        /// owner's release gate before it leaves (§5.5).
+        files: Vec<crate::task::OwnFile>,
     },
     /// Answer an input-required task.
     Input {
@@ -1480,7 +1483,8 @@ impl Agent {
                 texts,
                 input,
                 expires_in,
-            } => self.task_request(to, capability, texts, input, expires_in, ctx),
+                files,
+            } => self.task_request(to, capability, (texts, files), input, expires_in, ctx),
             TaskCommand::Input { task, texts, input } => {
                 let key = self.find_task(&task)?;
                 let mut t = self.task_mut(&key)?;
@@ -1530,6 +1534,20 @@ impl Agent {
                 }
                 if !t.is_open() {
                     return Err(Error::Refused(format!("the task is {}", t.state.as_str())));
+                }
+                if matches!(
+                    &t.gate,
+                    Some(OpenGate::Release {
+                        draft: Draft::Request { .. },
+                        ..
+                    })
+                ) {
+                    // Held for release and never sent: withdrawn here only.
+                    t.gate = None;
+                    t.state = TaskState::Canceled;
+                    t.updated = ctx.now;
+                    self.task_put(t.clone());
+                    return Ok(json!({"task_id": t.task_id, "sent": null, "state": "canceled"}));
                 }
                 let mut data = json!({"rdv": "rdv/cancel"});
                 if let Some(r) = &reason {
@@ -1666,13 +1684,34 @@ impl Agent {
         &mut self,
         to: AgentId,
         capability: String,
-        texts: Vec<String>,
+        (texts, files): (Vec<String>, Vec<crate::task::OwnFile>),
         input: Option<Value>,
         expires_in: Option<i64>,
         ctx: &mut Ctx<'_>,
     ) -> Result<Value> {
         if self.state.contact(&to).is_none() {
             return Err(Error::NotFound(format!("{to} is not a current contact")));
+        }
+        if !files.is_empty() {
+            // §7.7: files only to a peer whose card lists the files URI,
+            // and within the parts of one message.
+            let lists = self.state.contact(&to).is_some_and(|c| {
+                c.card
+                    .get("capabilities")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|x| x == rdv_proto::consts::EXT_FILES))
+            });
+            if !lists {
+                return Err(Error::Refused(
+                    "the peer's card does not list the files extension (SPEC §7.7)".into(),
+                ));
+            }
+            if texts.len() + files.len() > rdv_proto::consts::A2A_MAX_PARTS - 1 {
+                return Err(Error::Input(format!(
+                    "at most {} text and file parts in a request",
+                    rdv_proto::consts::A2A_MAX_PARTS - 1
+                )));
+            }
         }
         // §5.3 senders check first: deny by default, then the peer's limits.
         let scope = self.task_outbound_scope(&to);
@@ -1731,6 +1770,7 @@ impl Agent {
         if let Some(i) = &input {
             data["input"] = i.clone();
         }
+        let parts: Vec<crate::file::FilePart> = files.iter().map(|f| f.part.clone()).collect();
         let p = crate::task::message_payload(
             &message_id,
             &task_id,
@@ -1738,7 +1778,7 @@ impl Agent {
             &capability,
             data,
             &texts,
-            &[],
+            &parts,
         );
         let class = Registry::builtin()
             .get(&capability)
@@ -1770,8 +1810,37 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
-            files: Vec::new(),
+            files: parts,
         };
+        if !files.is_empty() {
+            // §5.5: a request with the owner's files is held for the same
+            // release gate as a result; never passed by a policy or
+            // auto-approve (§5.5.1).
+            let sources = files
+                .iter()
+                .map(|f| crate::task::FileSource {
+                    sha256: f.part.sha256(),
+                    source: f.source.clone(),
+                })
+                .collect();
+            let mut t = t;
+            t.gate = Some(OpenGate::Release {
+                draft: Draft::Request {
+                    message: p,
+                    sources,
+                },
+                code: None,
+            });
+            self.task_put(t.clone());
+            let ev = self.task_event(&t, "draft");
+            self.tell(ev);
+            return Ok(json!({
+                "task_id": task_id, "context_id": context_id, "to": to,
+                "capability": capability, "state": "submitted", "sent": false,
+                "waiting_for_you": "release",
+                "expires": rdv_proto::time::format_time(expires),
+            }));
+        }
         self.task_put(t);
         self.task_send(&to, &p, ctx)?;
         Ok(json!({
@@ -1992,6 +2061,10 @@ impl Agent {
                     t.state = TaskState::Completed;
                     self.task_send_status(&t, None, ctx)?;
                 }
+            }
+            Draft::Request { message, .. } => {
+                // Our own request, released by the owner's code (§5.5).
+                self.task_send(&t.peer.clone(), &message, ctx)?;
             }
             Draft::Status {
                 state,

@@ -338,6 +338,7 @@ fn an_artifact_with_files_is_kept_and_a_bad_one_dropped() {
                 texts: vec!["Send me the plan".into()],
                 input: None,
                 expires_in: None,
+                files: Vec::new(),
             }),
         )
         .unwrap();
@@ -609,6 +610,7 @@ fn a_result_with_the_owners_files_waits_for_the_human_whatever_the_policy() {
                 texts: vec!["Send me the plan".into()],
                 input: None,
                 expires_in: None,
+                files: Vec::new(),
             }),
         )
         .unwrap();
@@ -712,4 +714,111 @@ fn a_result_with_the_owners_files_waits_for_the_human_whatever_the_policy() {
     assert_eq!(files.len(), 2);
     assert_eq!(files[0].inline_bytes().unwrap(), b"short note");
     assert_eq!(files[1].open(&cipher).unwrap(), b"the Q4 plan");
+}
+
+#[test]
+fn a_request_with_the_owners_files_is_held_for_release() {
+    use rdv_agent_core::gate::{code_terms, open_gate};
+    use rdv_agent_core::owner::Secret;
+    use rdv_agent_core::task::OwnFile;
+    let mut net = contacts();
+    let omer = net.nodes[OMER].id();
+    let mut rng = rand_core::OsRng;
+    let (cipher, meta) = file::seal_blob(b"the Q4 plan", &mut rng).unwrap();
+    let reference =
+        file::reference_part(meta, "https://files.example.com/q4", Some("q4.pdf"), None).unwrap();
+    let request = |net: &mut Net| {
+        net.cmd(
+            JOHN,
+            Command::Task(TaskCommand::Request {
+                to: omer.clone(),
+                capability: EXT_REQUEST.into(),
+                texts: vec!["Please check the plan".into()],
+                input: None,
+                expires_in: None,
+                files: vec![OwnFile {
+                    part: reference.clone(),
+                    source: "/home/john/q4.pdf".into(),
+                }],
+            }),
+        )
+        .unwrap()
+    };
+    // Held: nothing left, the gate waits for John.
+    let r = request(&mut net);
+    assert_eq!(r["sent"], false);
+    assert_eq!(r["waiting_for_you"], "release");
+    let id = r["task_id"].as_str().unwrap().to_string();
+    assert!(exec_task(&net, &id).is_none());
+    assert!(
+        !sent(&net, JOHN, OMER)
+            .iter()
+            .any(|p| p["type"] == "a2a/message")
+    );
+    let key = task_key(Role::Requester, &omer, &id);
+    let t = net.nodes[JOHN].agent.state.tasks.tasks[&key].clone();
+    let (step, digest) = open_gate(&t).unwrap();
+    // A wrong code releases nothing.
+    let (secret, record) =
+        rdv_agent_core::phrase::Phrase::generate(&code_terms(step, &digest), net.now, &mut rng)
+            .unwrap();
+    let r = net
+        .cmd(
+            JOHN,
+            Command::Task(TaskCommand::SetCode {
+                task: tref(&id),
+                step,
+                digest,
+                record,
+            }),
+        )
+        .unwrap();
+    assert_eq!(r["code_set"], true);
+    let r = net
+        .cmd(
+            JOHN,
+            Command::Task(TaskCommand::Release {
+                task: tref(&id),
+                code: Secret::new("amber-otter-violet-000"),
+            }),
+        )
+        .unwrap();
+    assert_eq!(r["result"]["verdict"], "wrong_code");
+    assert!(exec_task(&net, &id).is_none());
+    // John's code releases it: Omer gets the request with the file.
+    let r = net
+        .cmd(
+            JOHN,
+            Command::Task(TaskCommand::Release {
+                task: tref(&id),
+                code: Secret::new(secret.expose()),
+            }),
+        )
+        .unwrap();
+    assert_eq!(r["result"]["verdict"], "approved");
+    let t = exec_task(&net, &id).expect("the request arrived");
+    assert_eq!(t.files.len(), 1);
+    assert_eq!(t.files[0].open(&cipher).unwrap(), b"the Q4 plan");
+    let msg = sent(&net, JOHN, OMER)
+        .into_iter()
+        .find(|p| p["type"] == "a2a/message")
+        .unwrap();
+    assert!(!msg.to_string().contains("/home/john"));
+    // A held request that is withdrawn never leaves.
+    let r = request(&mut net);
+    let id2 = r["task_id"].as_str().unwrap().to_string();
+    net.cmd(
+        JOHN,
+        Command::Task(TaskCommand::Cancel {
+            task: tref(&id2),
+            reason: None,
+        }),
+    )
+    .unwrap();
+    assert!(exec_task(&net, &id2).is_none());
+    assert!(
+        !sent(&net, JOHN, OMER)
+            .iter()
+            .any(|p| p["message"]["taskId"] == id2)
+    );
 }
