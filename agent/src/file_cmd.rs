@@ -630,4 +630,45 @@ mod tests {
         std::fs::remove_dir_all(&home).unwrap();
         std::fs::remove_dir_all(&work).unwrap();
     }
+
+    fn task(role: Role, started: bool) -> Task {
+        let now = time::OffsetDateTime::UNIX_EPOCH;
+        Task {
+            role,
+            peer: rdv_proto::AgentKey::from_seed([1u8; 32]).id().clone(),
+            task_id: "3f9a0000-0000-4000-8000-000000000001".into(),
+            context_id: "3f9a0000-0000-4000-8000-000000000002".into(),
+            capability: rdv_proto::consts::EXT_REQUEST.into(),
+            class: rdv_agent_core::task::ApprovalClass::FreeForm,
+            state: rdv_agent_core::task::TaskState::Submitted,
+            reason: None,
+            tombstone: false,
+            tier: "friend".into(),
+            created: now,
+            expires: now,
+            updated: now,
+            input: None,
+            texts: Vec::new(),
+            seen: Vec::new(),
+            inputs: 0,
+            status_updates: 0,
+            artifacts: Vec::new(),
+            chunks: 0,
+            unsupported_replies: 0,
+            finished_replies: 0,
+            gate: None,
+            started_by: started.then(|| "code".to_string()),
+            note: None,
+            cancel_sent: false,
+            files: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn files_are_fetched_only_after_the_start_gate_or_for_our_own_results() {
+        let e = may_fetch(&task(Role::Executor, false)).unwrap_err();
+        assert!(e.to_string().contains("approve its start first"), "{e}");
+        assert!(may_fetch(&task(Role::Executor, true)).is_ok());
+        assert!(may_fetch(&task(Role::Requester, false)).is_ok());
+    }
 }
