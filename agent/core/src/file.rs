@@ -1077,6 +1077,12 @@ impl Agent {
         if self.state.contact(from).is_none() {
             return Ok(());
         }
+        // Every transfer message counts towards the grant-wide
+        // max_frequency (§5.3), as task messages do: a flood of proposes
+        // revokes the contact rather than drawing an abort each.
+        if self.task_count_grant_wide(from, ctx)? {
+            return Ok(());
+        }
         let msg = match parse_transfer(payload) {
             Ok(m) => m,
             Err(e) => {

@@ -437,7 +437,11 @@ impl Agent {
 
     /// §5.3 (a): every task payload counts towards the grant-wide
     /// max_frequency, as a free message does. `true` when it revoked.
-    fn task_count_grant_wide(&mut self, from: &AgentId, ctx: &mut Ctx<'_>) -> Result<bool> {
+    pub(crate) fn task_count_grant_wide(
+        &mut self,
+        from: &AgentId,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<bool> {
         let Some(mut c) = self.state.contact(from).cloned() else {
             return Ok(true);
         };

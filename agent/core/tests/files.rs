@@ -27,6 +27,10 @@ const JOHN: usize = 1;
 const OTHER_EXT: &str = "https://example.org/ext/other/v1";
 
 fn contacts() -> Net {
+    contacts_at("1000/day")
+}
+
+fn contacts_at(max_frequency: &str) -> Net {
     let mut net = Net::new(2);
     net.init(OMER, &["omer@example.com"]);
     net.init(JOHN, &["john@example.com"]);
@@ -55,7 +59,7 @@ fn contacts() -> Net {
             tier: "friend".into(),
             scope: json!({
                 "may_initiate": true, "may_propose_meetings": false,
-                "may_access_calendar": "free_busy", "max_frequency": "1000/day",
+                "may_access_calendar": "free_busy", "max_frequency": max_frequency,
                 "invoke": { EXT_REVIEW: {}, EXT_REQUEST: {} }
             }),
             label: Some("John".into()),
@@ -821,4 +825,22 @@ fn a_request_with_the_owners_files_is_held_for_release() {
             .iter()
             .any(|p| p["message"]["taskId"] == id2)
     );
+}
+
+#[test]
+fn transfer_messages_count_towards_the_grant_wide_max_frequency() {
+    let mut net = contacts_at("3/day");
+    let john = net.nodes[JOHN].id();
+    let ids: Vec<String> = (0..5).map(|_| uuid()).collect();
+    for id in &ids {
+        deliver(&mut net, &propose(id));
+    }
+    // Three are answered with abort; the fourth is over the grant and
+    // revokes the contact: nothing more is answered.
+    let answered = ids
+        .iter()
+        .filter(|id| !transfers_sent(&net, id).is_empty())
+        .count();
+    assert_eq!(answered, 3);
+    assert!(net.nodes[OMER].agent.state.contact(&john).is_none());
 }
