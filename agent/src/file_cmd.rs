@@ -344,6 +344,20 @@ fn saved_path(home: &Path, t: &Task, f: &FilePart) -> PathBuf {
         .join(quarantine_name(f))
 }
 
+/// A kept file part as the human (or a script) is shown it: its name
+/// marked as peer-written, size, sha256, encryption and URLs; never the
+/// key, never the bytes (§7.7, §5.6).
+pub fn file_view(part: &Value) -> Value {
+    match rdv_agent_core::file::parse_part_value(part) {
+        Ok(f) => {
+            let mut v = f.shown();
+            v["name"] = json!(f.name.as_deref().map(UntrustedPeerText::new));
+            v
+        }
+        Err(_) => Value::Null,
+    }
+}
+
 /// The start gate's file lines (§7.7: each file's name, type, size,
 /// sha256, encryption and URL), the name and type marked as peer-written.
 pub fn start_gate_lines(t: &Task) -> Vec<String> {
@@ -670,5 +684,33 @@ mod tests {
         assert!(e.to_string().contains("approve its start first"), "{e}");
         assert!(may_fetch(&task(Role::Executor, true)).is_ok());
         assert!(may_fetch(&task(Role::Requester, false)).is_ok());
+    }
+
+    #[test]
+    fn a_file_view_shows_no_key_and_marks_the_name() {
+        let mut rng = rand_core::OsRng;
+        let (_, meta) = rdv_agent_core::file::seal_blob(b"x", &mut rng).unwrap();
+        let part = reference_part(
+            meta,
+            "https://files.example/x",
+            Some("a\u{202e}b.pdf"),
+            None,
+        )
+        .unwrap();
+        let wire = part.to_value();
+        let key = wire["metadata"][rdv_proto::consts::EXT_FILES]["enc"]["key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let v = file_view(&wire);
+        assert!(!v.to_string().contains(&key));
+        assert_eq!(v["encrypted"], true);
+        assert_eq!(v["sha256"], part.sha256());
+        assert!(
+            v["name"]["untrusted_peer_text"]
+                .as_str()
+                .unwrap()
+                .starts_with("a_b")
+        );
     }
 }

@@ -463,6 +463,8 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
                         .iter()
                         .map(|p| match p["kind"].as_str() {
                             Some("text") => json!({"text": UntrustedPeerText::new(p["text"].as_str().unwrap_or(""))}),
+                            // §7.7: what the human is shown of a file (never its key).
+                            Some("file") => json!({"file": crate::file_cmd::file_view(p)}),
                             _ => json!({"data": UntrustedPeerText::new(&rdv_proto::canon::to_string(&p["data"]).unwrap_or_default())}),
                         })
                         .collect();
