@@ -281,6 +281,16 @@ impl Resolve for DnsResolve {
     }
 }
 
+/// No DNS (`RDV_DNS_SERVER=off`): every name fails to resolve; an inline
+/// file or a URL with an address still works.
+pub struct DnsOff;
+
+impl Resolve for DnsOff {
+    fn resolve<'a>(&'a self, _host: &'a str) -> Resolving<'a> {
+        Box::pin(async { Err(FetchError::Dns("DNS is off (RDV_DNS_SERVER=off)".into())) })
+    }
+}
+
 // ---- fetching -------------------------------------------------------------------
 
 /// Fetches file references by the rules of §7.7.

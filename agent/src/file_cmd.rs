@@ -529,10 +529,11 @@ pub async fn run(cmd: FileCommandArgs, g: &Global) -> Result<()> {
             }
             drop(rt);
             let dns = Dns::from_env()?;
-            let resolver = DnsResolve::new(&dns)?.ok_or_else(|| {
-                Error::Input("DNS is off (RDV_DNS_SERVER=off): nothing can be fetched".into())
-            })?;
-            let fetcher = Fetcher::new(Arc::new(resolver), AddressPolicy::public_only());
+            let resolver: Arc<dyn crate::fetch::Resolve> = match DnsResolve::new(&dns)? {
+                Some(r) => Arc::new(r),
+                None => Arc::new(crate::fetch::DnsOff),
+            };
+            let fetcher = Fetcher::new(resolver, AddressPolicy::public_only());
             let mut out = Vec::new();
             for f in files {
                 let plain = fetcher.fetch(&f).await?;
