@@ -125,7 +125,8 @@ fn check(v: &Value) {
         }
     }
     match task::parse_payload(v) {
-        Parsed::Task(Incoming::Request { files, .. }) | Parsed::Task(Incoming::Input { files, .. }) => {
+        Parsed::Task(Incoming::Request { files, .. })
+        | Parsed::Task(Incoming::Input { files, .. }) => {
             files.iter().for_each(check_kept);
         }
         Parsed::Task(Incoming::Artifact { parts, .. }) => {
