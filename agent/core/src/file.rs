@@ -28,7 +28,12 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
+use rdv_proto::AgentId;
+
 use crate::a2a;
+use crate::agent::{Agent, Ctx};
+use crate::event::Event;
+use crate::record::Table;
 
 /// The keys of the files metadata, of `enc` and of `file` (§7.7: any
 /// other is refused).
@@ -1012,11 +1017,6 @@ pub enum FileCommand {
     /// The owner says no to a proposed transfer: it is aborted.
     DeclineTransfer { transfer: String },
 }
-
-use crate::agent::{Agent, Ctx};
-use crate::event::Event;
-use crate::record::Table;
-use rdv_proto::AgentId;
 
 impl Agent {
     /// Whether the owner turned direct transfer on (§7.7: off by default).
