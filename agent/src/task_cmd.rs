@@ -506,16 +506,25 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
                 (None, None) => None,
             };
             let expires_in = expires.as_deref().map(duration).transpose()?;
-            let v = rt
-                .command(Command::Task(Core::Request {
+            let c = if files.is_empty() {
+                Core::Request {
+                    to,
+                    capability,
+                    texts,
+                    input,
+                    expires_in,
+                }
+            } else {
+                Core::RequestWithFiles {
                     to,
                     capability,
                     texts,
                     input,
                     expires_in,
                     files,
-                }))
-                .await?;
+                }
+            };
+            let v = rt.command(Command::Task(c)).await?;
             print(g, &v)
         }
         TaskCommand::Input {
@@ -607,7 +616,7 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
             } else if question {
                 Submit::Question { texts, data }
             } else {
-                Submit::Result {
+                Submit::ResultWithFiles {
                     texts,
                     data,
                     name,

@@ -155,9 +155,16 @@ pub struct TaskRef {
 #[derive(Debug, Clone)]
 pub enum Submit {
     /// A result: an artifact, then the task completes (unless `more`).
-    /// `files` are the owner's (§7.7): they leave only through the release
-    /// gate, never by a standing policy or auto-approve (§5.5.1).
     Result {
+        texts: Vec<String>,
+        data: Option<Value>,
+        name: Option<String>,
+        more: bool,
+    },
+    /// A result carrying the owner's files (§7.7): they leave only through
+    /// the release gate, never by a standing policy or auto-approve
+    /// (§5.5.1).
+    ResultWithFiles {
         texts: Vec<String>,
         data: Option<Value>,
         name: Option<String>,
@@ -185,8 +192,15 @@ pub enum TaskCommand {
         input: Option<Value>,
         /// Seconds from now (default 48 h, at most 7 days).
         expires_in: Option<i64>,
-        /// The owner's files (§7.7): with any, the request is held for the
-        /// owner's release gate before it leaves (§5.5).
+    },
+    /// [`TaskCommand::Request`] with the owner's files (§7.7): held for the
+    /// owner's release gate before it leaves (§5.5).
+    RequestWithFiles {
+        to: AgentId,
+        capability: String,
+        texts: Vec<String>,
+        input: Option<Value>,
+        expires_in: Option<i64>,
         files: Vec<crate::task::OwnFile>,
     },
     /// Answer an input-required task.
@@ -1487,6 +1501,13 @@ impl Agent {
                 texts,
                 input,
                 expires_in,
+            } => self.task_request(to, capability, (texts, Vec::new()), input, expires_in, ctx),
+            TaskCommand::RequestWithFiles {
+                to,
+                capability,
+                texts,
+                input,
+                expires_in,
                 files,
             } => self.task_request(to, capability, (texts, files), input, expires_in, ctx),
             TaskCommand::Input { task, texts, input } => {
@@ -1887,7 +1908,7 @@ impl Agent {
             Ok(parts)
         };
         let draft = match submit {
-            Submit::Result {
+            Submit::ResultWithFiles {
                 texts,
                 data,
                 name,
@@ -1940,6 +1961,12 @@ impl Agent {
                 }
             }
             Submit::Result {
+                texts,
+                data,
+                name,
+                more,
+            }
+            | Submit::ResultWithFiles {
                 texts,
                 data,
                 name,

@@ -342,7 +342,6 @@ fn an_artifact_with_files_is_kept_and_a_bad_one_dropped() {
                 texts: vec!["Send me the plan".into()],
                 input: None,
                 expires_in: None,
-                files: Vec::new(),
             }),
         )
         .unwrap();
@@ -614,7 +613,6 @@ fn a_result_with_the_owners_files_waits_for_the_human_whatever_the_policy() {
                 texts: vec!["Send me the plan".into()],
                 input: None,
                 expires_in: None,
-                files: Vec::new(),
             }),
         )
         .unwrap();
@@ -641,7 +639,7 @@ fn a_result_with_the_owners_files_waits_for_the_human_whatever_the_policy() {
             OMER,
             Command::Task(TaskCommand::Submit {
                 task: tref(&id),
-                submit: Submit::Result {
+                submit: Submit::ResultWithFiles {
                     texts: vec!["Here you are".into()],
                     data: None,
                     name: None,
@@ -734,7 +732,7 @@ fn a_request_with_the_owners_files_is_held_for_release() {
     let request = |net: &mut Net| {
         net.cmd(
             JOHN,
-            Command::Task(TaskCommand::Request {
+            Command::Task(TaskCommand::RequestWithFiles {
                 to: omer.clone(),
                 capability: EXT_REQUEST.into(),
                 texts: vec!["Please check the plan".into()],

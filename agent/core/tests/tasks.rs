@@ -98,7 +98,6 @@ fn review(net: &mut Net) -> String {
             texts: vec!["Could Omer look over the Q4 plan before Wednesday?".into()],
             input: Some(json!({"focus": ["clarity", "numbers"], "due": "2026-12-03T17:00:00Z"})),
             expires_in: None,
-            files: Vec::new(),
         },
     )
     .unwrap();
@@ -179,7 +178,6 @@ fn submit_review(net: &mut Net, id: &str, comments: u64) -> Value {
                 data: Some(json!({"rdv": "review/result", "verdict": "changes-requested", "comments": comments})),
                 name: Some("review".into()),
                 more: false,
-                files: Vec::new(),
             },
         },
     )
@@ -475,7 +473,6 @@ fn a_capability_the_grant_does_not_allow_is_refused_on_both_sides() {
             texts: vec!["hi".into()],
             input: None,
             expires_in: None,
-            files: Vec::new(),
         },
     )
     .unwrap_err();
@@ -506,7 +503,6 @@ fn an_unimplemented_capability_is_answered_unsupported_without_state() {
             texts: vec!["do the thing".into()],
             input: Some(json!({"x": 1})),
             expires_in: None,
-            files: Vec::new(),
         },
     )
     .unwrap();
@@ -707,7 +703,6 @@ fn senders_hold_a_task_the_peers_grant_would_refuse() {
             texts: vec!["again".into()],
             input: Some(review_input()),
             expires_in: None,
-            files: Vec::new(),
         },
     )
     .unwrap_err();
@@ -835,7 +830,6 @@ fn expiry_ends_a_waiting_task_and_finished_tasks_are_pruned() {
             texts: vec!["soon".into()],
             input: Some(review_input()),
             expires_in: Some(3600),
-            files: Vec::new(),
         },
     )
     .unwrap();
