@@ -123,7 +123,10 @@ pub enum ContactCommand {
         #[arg(long)]
         label: Option<String>,
     },
-    /// Requests waiting for you, and answers to your probes.
+    /// Requests waiting for you, and answers to your probes. In text mode
+    /// (never with --json) also a new confirm phrase for each request the
+    /// MCP server asked you about, for exactly the terms your assistant
+    /// asked (the phrase shown last wins).
     Pending,
     /// Grant a pending request (SPEC §5.3). Only you decide this.
     Grant {

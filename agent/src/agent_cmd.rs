@@ -393,7 +393,22 @@ async fn contact(a: ContactCommand, g: &Global, out: &Out) -> Result<()> {
             })
             .await?
         }
-        ContactCommand::Pending => pending(&rt)?,
+        ContactCommand::Pending => {
+            let v = pending(&rt)?;
+            out.value(&v)?;
+            if !g.json {
+                // A human channel: the assistant's confirm phrases (§5.5),
+                // never in --json.
+                for (id, terms, phrase) in crate::mcp::consent::terminal_phrases(&mut rt).await? {
+                    println!(
+                        "confirm phrase for request {id}, on the terms your assistant asked ({}): {}  (type it to your assistant only if you approve; the phrase shown last wins)",
+                        terminal_safe(&terms),
+                        phrase.expose()
+                    );
+                }
+            }
+            return Ok(());
+        }
         ContactCommand::Grant {
             request_id,
             tier,

@@ -99,7 +99,8 @@ pub struct ProposeArgs {
     pub calendar: CalendarArgs,
 }
 
-fn time_arg(s: &str) -> Result<rdv_proto::time::Instant> {
+/// An RFC 3339 date-time with an offset (a slot end, `--from`, `expires`).
+pub fn time_arg(s: &str) -> Result<rdv_proto::time::Instant> {
     rdv_agent_core::a2a::parse_offset_time(s).ok_or_else(|| {
         Error::Input(format!(
             "{s}: an RFC 3339 date-time with an offset (…T19:00:00+01:00 or …Z)"
@@ -107,7 +108,8 @@ fn time_arg(s: &str) -> Result<rdv_proto::time::Instant> {
     })
 }
 
-fn slot_arg(s: &str) -> Result<Slot> {
+/// A slot START/END (§7.2: at most 12 hours).
+pub fn slot_arg(s: &str) -> Result<Slot> {
     let (a, b) = s
         .split_once('/')
         .ok_or_else(|| Error::Input(format!("{s}: a slot is START/END")))?;

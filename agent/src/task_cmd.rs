@@ -214,7 +214,8 @@ fn contact_of(rt: &Runtime, s: &str) -> Result<AgentId> {
     }
 }
 
-fn capability_of(s: &str) -> String {
+/// A capability URI, or its short name (`request`, `review`).
+pub fn capability_of(s: &str) -> String {
     match s {
         "request" => EXT_REQUEST.to_string(),
         "review" => EXT_REVIEW.to_string(),
@@ -232,7 +233,7 @@ fn json_arg(what: &str, s: &str) -> Result<Value> {
 }
 
 /// <n><s|m|h|d> as seconds.
-fn duration(s: &str) -> Result<i64> {
+pub fn duration(s: &str) -> Result<i64> {
     let bad = || Error::Input(format!("{s:?}: a duration is <n><s|m|h|d>, e.g. 48h or 7d"));
     let (n, unit) = s.split_at(s.len().saturating_sub(1));
     let n: i64 = n.parse().map_err(|_| bad())?;
@@ -277,8 +278,9 @@ fn tref(rt: &Runtime, s: &str) -> Result<TaskRef> {
     })
 }
 
-/// One task as `list` and `status` show it: validated fields only.
-fn summary(rt: &Runtime, t: &Task) -> Value {
+/// One task as `list` and `status` show it (and `rdv_task`): validated
+/// fields only.
+pub fn summary(rt: &Runtime, t: &Task) -> Value {
     let label = rt
         .agent()
         .state
@@ -312,9 +314,25 @@ async fn issue_code(rt: &mut Runtime, t: &Task) -> Result<Option<(GateStep, Zero
     let Some((step, digest)) = open_gate(t) else {
         return Ok(None);
     };
+    Ok(issue_code_for(rt, t, step, &digest)
+        .await?
+        .map(|code| (step, code)))
+}
+
+/// Issues a code bound to the gate `step` of `t` as it was shown
+/// (`digest`, §5.5) and keeps its hash; `None` when that gate is no longer
+/// the one open (the task changed since it was shown). The code is for a
+/// human channel only: this terminal, the MCP server's stderr, or handed
+/// straight back to the core after the human approved a form.
+pub async fn issue_code_for(
+    rt: &mut Runtime,
+    t: &Task,
+    step: GateStep,
+    digest: &str,
+) -> Result<Option<Zeroizing<String>>> {
     let mut rng = rand_core::OsRng;
     let (secret, record) = Phrase::generate(
-        &code_terms(step, &digest),
+        &code_terms(step, digest),
         time::OffsetDateTime::now_utc(),
         &mut rng,
     )
@@ -326,14 +344,14 @@ async fn issue_code(rt: &mut Runtime, t: &Task) -> Result<Option<(GateStep, Zero
                 peer: Some(t.peer.clone()),
             },
             step,
-            digest,
+            digest: digest.to_string(),
             record,
         }))
         .await?;
     if r["code_set"] != true {
         return Ok(None);
     }
-    Ok(Some((step, Zeroizing::new(secret.expose().to_string()))))
+    Ok(Some(Zeroizing::new(secret.expose().to_string())))
 }
 
 /// What the human is shown at a gate: the peer, the capability, the input
@@ -363,6 +381,42 @@ fn gate_view(t: &Task) -> Vec<String> {
         None => {}
     }
     out
+}
+
+/// What the peer wrote for a task and its results, every part marked
+/// as peer text (`rdv task read`, `rdv_task` "read"; §5.6).
+pub fn read_view(t: &Task) -> Value {
+    // Everything a peer wrote is marked; ours (as requester) too,
+    // since it went through a peer-facing channel.
+    let artifacts: Vec<Value> = t
+        .artifacts
+        .iter()
+        .map(|a| {
+            let parts: Vec<Value> = a
+                .parts
+                .iter()
+                .map(|p| match p["kind"].as_str() {
+                    Some("text") => json!({"text": UntrustedPeerText::new(p["text"].as_str().unwrap_or(""))}),
+                    // §7.7: what the human is shown of a file (never its key).
+                    Some("file") => json!({"file": crate::file_cmd::file_view(p)}),
+                    _ => json!({"data": UntrustedPeerText::new(&rdv_proto::canon::to_string(&p["data"]).unwrap_or_default())}),
+                })
+                .collect();
+            json!({
+                "artifact_id": a.artifact_id,
+                "name": a.name.as_deref().map(UntrustedPeerText::new),
+                "parts": parts,
+            })
+        })
+        .collect();
+    json!({
+        "task_id": t.task_id,
+        "state": t.state.as_str(),
+        "texts": t.texts.iter().map(|x| UntrustedPeerText::new(x)).collect::<Vec<_>>(),
+        "input": t.input.as_ref().map(|i| UntrustedPeerText::new(&rdv_proto::canon::to_string(i).unwrap_or_default())),
+        "note": t.note.as_ref().map(|n| UntrustedPeerText::new(&rdv_proto::canon::to_string(n).unwrap_or_default())),
+        "artifacts": artifacts,
+    })
 }
 
 pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
@@ -452,38 +506,7 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
                 .find(|t| t.task_id == id)
                 .cloned()
                 .ok_or_else(|| Error::Input("no such task".into()))?;
-            // Everything a peer wrote is marked; ours (as requester) too,
-            // since it went through a peer-facing channel.
-            let artifacts: Vec<Value> = t
-                .artifacts
-                .iter()
-                .map(|a| {
-                    let parts: Vec<Value> = a
-                        .parts
-                        .iter()
-                        .map(|p| match p["kind"].as_str() {
-                            Some("text") => json!({"text": UntrustedPeerText::new(p["text"].as_str().unwrap_or(""))}),
-                            // §7.7: what the human is shown of a file (never its key).
-                            Some("file") => json!({"file": crate::file_cmd::file_view(p)}),
-                            _ => json!({"data": UntrustedPeerText::new(&rdv_proto::canon::to_string(&p["data"]).unwrap_or_default())}),
-                        })
-                        .collect();
-                    json!({
-                        "artifact_id": a.artifact_id,
-                        "name": a.name.as_deref().map(UntrustedPeerText::new),
-                        "parts": parts,
-                    })
-                })
-                .collect();
-            let v = json!({
-                "task_id": t.task_id,
-                "state": t.state.as_str(),
-                "texts": t.texts.iter().map(|x| UntrustedPeerText::new(x)).collect::<Vec<_>>(),
-                "input": t.input.as_ref().map(|i| UntrustedPeerText::new(&rdv_proto::canon::to_string(i).unwrap_or_default())),
-                "note": t.note.as_ref().map(|n| UntrustedPeerText::new(&rdv_proto::canon::to_string(n).unwrap_or_default())),
-                "artifacts": artifacts,
-            });
-            print(g, &v)
+            print(g, &read_view(&t))
         }
         TaskCommand::Request {
             contact,
@@ -684,32 +707,28 @@ pub async fn owner_secret(cmd: OwnerSecretCommand, g: &Global) -> Result<()> {
     }
 }
 
-/// `rdv contact auto-approve <contact> all|off [--until 7d]`.
-pub async fn auto_approve(
-    rt: &mut Runtime,
-    contact: AgentId,
-    mode: &str,
-    until: Option<String>,
-) -> Result<Value> {
-    if mode == "off" {
-        return rt
-            .command(Command::Owner(OwnerCommand::AutoApproveOff { contact }))
-            .await;
-    }
-    if !std::io::stdin().is_terminal() {
-        return Err(Error::Input(NOT_A_TERMINAL.into()));
-    }
-    let until_unix = match until.as_deref() {
-        None => None,
-        Some(s) => Some(match rdv_proto::time::parse_time("--until", s) {
-            Ok(t) => t.unix_timestamp(),
-            Err(_) => time::OffsetDateTime::now_utc().unix_timestamp() + duration(s)?,
-        }),
-    };
+/// `--until` (the terminal) or `until` (`rdv_auto_approve`): RFC 3339, or
+/// a duration from now (<n><s|m|h|d>), as unix seconds.
+pub fn until_unix(until: Option<&str>) -> Result<Option<i64>> {
+    until
+        .map(|s| match rdv_proto::time::parse_time("--until", s) {
+            Ok(t) => Ok(t.unix_timestamp()),
+            Err(_) => Ok(time::OffsetDateTime::now_utc().unix_timestamp() + duration(s)?),
+        })
+        .transpose()
+}
+
+/// The §5.5.1 warning shown before auto-approve is turned on, in plain
+/// words; the terminal and the MCP server's form show the same lines.
+pub fn auto_approve_warning(
+    rt: &Runtime,
+    contact: &AgentId,
+    until_unix: Option<i64>,
+) -> Result<Vec<String>> {
     let c = rt
         .agent()
         .state
-        .contact(&contact)
+        .contact(contact)
         .cloned()
         .ok_or_else(|| Error::Input(format!("{contact} is not a current contact")))?;
     let caps: Vec<String> = c
@@ -719,37 +738,62 @@ pub async fn auto_approve(
         .and_then(Value::as_object)
         .map(|m| m.keys().cloned().collect())
         .unwrap_or_default();
-    // §5.5.1 warning at set time, in plain words.
-    eprintln!(
-        "Auto-approve ALL for {} ({}):",
-        c.label
-            .as_deref()
-            .map(terminal_safe)
-            .unwrap_or_else(|| contact.to_string()),
-        contact.fingerprint()
-    );
-    eprintln!("  - that contact's agent can make this agent act and answer without asking you;");
-    eprintln!(
-        "  - it covers today: {}",
-        if caps.is_empty() {
-            "nothing".into()
-        } else {
-            caps.iter()
-                .map(|c| terminal_safe(c))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    );
-    eprintln!("  - text and files from that contact reach this agent's model with its tools,");
-    eprintln!("    so prompt injection from that contact gets the power of those tools;");
-    eprintln!(
-        "  - it ends {};",
-        until_unix
-            .and_then(|u| rdv_proto::time::from_unix(u).ok())
-            .map(format_time)
-            .unwrap_or_else(|| "only when you turn it off, or the grant changes".into())
-    );
-    eprintln!("  - turn it off with: rdv contact auto-approve {contact} off");
+    Ok(vec![
+        format!(
+            "Auto-approve ALL for {} ({}):",
+            c.label
+                .as_deref()
+                .map(terminal_safe)
+                .unwrap_or_else(|| contact.to_string()),
+            contact.fingerprint()
+        ),
+        "  - that contact's agent can make this agent act and answer without asking you;".into(),
+        format!(
+            "  - it covers today: {}",
+            if caps.is_empty() {
+                "nothing".into()
+            } else {
+                caps.iter()
+                    .map(|c| terminal_safe(c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+        "  - text and files from that contact reach this agent's model with its tools,".into(),
+        "    so prompt injection from that contact gets the power of those tools;".into(),
+        format!(
+            "  - it ends {};",
+            until_unix
+                .and_then(|u| rdv_proto::time::from_unix(u).ok())
+                .map(format_time)
+                .unwrap_or_else(|| "only when you turn it off, or the grant changes".into())
+        ),
+        format!("  - turn it off with: rdv contact auto-approve {contact} off"),
+    ])
+}
+
+/// `rdv contact auto-approve <contact> all|off [--until 7d]`.
+pub async fn auto_approve(
+    rt: &mut Runtime,
+    contact: AgentId,
+    mode: &str,
+    until: Option<String>,
+) -> Result<Value> {
+    if mode == "off" {
+        return rt
+            .command(Command::Owner(OwnerCommand::AutoApproveOff {
+                contact,
+                via: "terminal".into(),
+            }))
+            .await;
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Input(NOT_A_TERMINAL.into()));
+    }
+    let until_unix = until_unix(until.as_deref())?;
+    for line in auto_approve_warning(rt, &contact, until_unix)? {
+        eprintln!("{line}");
+    }
     let pass = prompt("Owner passphrase: ").await?;
     rt.command(Command::Owner(OwnerCommand::AutoApproveOn {
         contact,

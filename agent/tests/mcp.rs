@@ -4,7 +4,8 @@
 //! real Nostr relay (nostr-relay-builder's, on an ephemeral loopback port).
 //! The journeys and what each proves are in the scripts' headers: consent
 //! (§5.5: no grant on the model's say-so; forms; phrase binding, single
-//! use, lockout), peer text marking (§5.6), the consumer/attached
+//! use, lockout; each dinner and both task gates; auto-approve only by form
+//! with the owner passphrase, §5.5.1), peer text marking (§5.6), the consumer/attached
 //! hand-over, the inbox resource, and a scan of every result for secrets.
 //!
 //! A client that is not installed skips its test with a loud line, except
@@ -115,7 +116,8 @@ async fn python_sdk_journey() {
     cmd.arg(tests_dir().join("journey.py"))
         .arg(env!("CARGO_BIN_EXE_rdv-mcp"))
         .arg(&url)
-        .arg(&work.0);
+        .arg(&work.0)
+        .arg(env!("CARGO_BIN_EXE_rdv"));
     run_client(cmd, &work).await;
 }
 

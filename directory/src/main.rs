@@ -1,4 +1,4 @@
-//! `rdv-directory`: serve, keygen, rotate, stats.
+//! `rdv-directory`: serve, keygen, rotate, stats; man, completions.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use rdv_directory::clock::{Clock, SystemClock};
 use rdv_directory::config::Config;
 use rdv_directory::{keys, server, store::Store};
+use rdv_service_kit::cli_docs::{self, DocsCommand};
 use rdv_service_kit::telemetry::LogFormat;
 
 /// The Rendezvous discovery directory (SPEC §4.5): RFC 9497 VOPRF blinded
@@ -60,6 +61,8 @@ enum Cmd {
     },
     /// Print listing counts per key, distinct agents and tombstones.
     Stats,
+    #[command(flatten)]
+    Docs(DocsCommand),
 }
 
 fn grace_secs(s: &str) -> anyhow::Result<i64> {
@@ -145,6 +148,7 @@ fn main() -> anyhow::Result<()> {
                 println!("key {k} listings {n}");
             }
         }
+        Cmd::Docs(docs) => cli_docs::run::<Cli>(&docs)?,
     }
     Ok(())
 }

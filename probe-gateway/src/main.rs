@@ -1,6 +1,6 @@
 //! `rdv-probe-gateway`: `serve` (the HTTP API, docs/probe-gateway.md) and
 //! `check`, which runs the §5.2.1 gate over one message so an operator can
-//! test a mail rule end to end.
+//! test a mail rule end to end; `man` and `completions`.
 
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
@@ -18,6 +18,7 @@ use rdv_probe_gateway::config::Config;
 use rdv_probe_gateway::gate::{self, Arrival, AuthBackend};
 use rdv_probe_gateway::limits::{LimitConfig, Limits};
 use rdv_proto::{Address, AgentId};
+use rdv_service_kit::cli_docs::{self, DocsCommand};
 use rdv_service_kit::telemetry::LogFormat;
 
 #[derive(Parser)]
@@ -95,12 +96,18 @@ enum Cmd {
         #[arg(long, default_value_t = rdv_proto::consts::MAIL_MAX_BYTES)]
         max_bytes: usize,
     },
+    #[command(flatten)]
+    Docs(DocsCommand),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     rdv_service_kit::telemetry::init(cli.log_format, "info");
     match cli.cmd {
+        Cmd::Docs(docs) => {
+            cli_docs::run::<Cli>(&docs)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Serve {
             config,
             http_listen,

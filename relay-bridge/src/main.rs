@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use rdv_relay_bridge::config::Config;
 use rdv_relay_bridge::message::SystemClock;
+use rdv_service_kit::cli_docs::{self, DocsCommand};
 use rdv_service_kit::telemetry::LogFormat;
 
 /// The Rendezvous relay bridge: an ntfy-compatible HTTP API and an MQTT
@@ -28,6 +29,8 @@ enum Command {
     /// then these flags. Port 0 picks a free port; the bound addresses are
     /// printed on stdout as one JSON line and logged.
     Serve(ServeArgs),
+    #[command(flatten)]
+    Docs(DocsCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +71,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(a) => serve(a),
+        Command::Docs(docs) => Ok(cli_docs::run::<Cli>(&docs)?),
     }
 }
 

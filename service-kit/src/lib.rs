@@ -5,6 +5,7 @@
 //!
 //! Protocol logic never lives here; that is `rdv-proto`'s.
 
+pub mod cli_docs;
 pub mod clock;
 pub mod config;
 pub mod db;

@@ -84,6 +84,61 @@ impl PgTestDb {
     }
 }
 
+/// For each service binary's `man` and `completions` test (issue #17): runs
+/// `BIN man --out DIR` and `BIN completions bash` and asserts that the top
+/// page names every subcommand in `subcommands`, that each has its own
+/// page (`NAME-SUB.1`), and that the bash script completes them. Panics
+/// with the reason otherwise.
+pub fn assert_cli_docs(bin: &std::path::Path, name: &str, subcommands: &[&str]) {
+    use std::process::Command;
+    let dir = std::env::temp_dir().join(format!("rdv-man-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(bin)
+        .arg("man")
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("run the binary");
+    assert!(
+        o.status.success(),
+        "{name} man: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("man pages"), "{name} man printed {said:?}");
+    let top = std::fs::read_to_string(dir.join(format!("{name}.1")))
+        .unwrap_or_else(|e| panic!("{name}.1 not written: {e}"));
+    assert!(top.contains(".TH"), "{name}.1 is not a man page: {top}");
+    for sub in subcommands {
+        // roff writes each hyphen as `\-`.
+        let entry = format!("{name}-{sub}(1)");
+        assert!(
+            top.contains(&entry) || top.contains(&entry.replace('-', "\\-")),
+            "{name}.1 does not name {sub}: {top}"
+        );
+        let page = dir.join(format!("{name}-{sub}.1"));
+        let text = std::fs::read_to_string(&page)
+            .unwrap_or_else(|e| panic!("{} not written: {e}", page.display()));
+        assert!(text.contains(".TH"), "{}: {text}", page.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(bin)
+        .args(["completions", "bash"])
+        .output()
+        .expect("run the binary");
+    let script = String::from_utf8_lossy(&o.stdout);
+    let completes =
+        |l: &str| l.trim_start().starts_with("complete ") && l.ends_with(&format!(" {name}"));
+    assert!(
+        o.status.success() && script.lines().any(completes),
+        "{name} completions bash: {script} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for sub in subcommands {
+        assert!(script.contains(sub), "completions lack {sub}: {script}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
+use rdv_service_kit::cli_docs::{self, DocsCommand};
 use rdv_service_kit::telemetry::LogFormat;
 use rdv_suite::{Options, Ports};
 
@@ -15,7 +16,7 @@ use rdv_suite::{Options, Ports};
 /// writes it to <data-dir>/suite.json; Ctrl-C stops everything cleanly.
 /// Then try `rdv demo` (it reads ./data/suite.json) in another terminal.
 #[derive(Debug, Parser)]
-#[command(name = "rdv-suite", version)]
+#[command(name = "rdv-suite", version, args_conflicts_with_subcommands = true)]
 struct Cli {
     /// One folder for every service's data (directory/, gateway/, bridge/).
     #[arg(long, default_value = "./data")]
@@ -31,6 +32,9 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Without a subcommand, the suite runs.
+    #[command(subcommand)]
+    docs: Option<DocsCommand>,
 }
 
 /// rumqttd's per-connection lines, and the dev relay's error line for each
@@ -39,6 +43,9 @@ const LOG_FILTER: &str = "info,rumqttd=warn,rumqttd::server::broker=off,nostr_re
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Some(docs) = &cli.docs {
+        return Ok(cli_docs::run::<Cli>(docs)?);
+    }
     rdv_service_kit::telemetry::init(cli.log_format, LOG_FILTER);
     let opts = Options {
         data_dir: cli.data_dir.clone(),

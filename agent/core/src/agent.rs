@@ -336,7 +336,8 @@ impl Agent {
         let out = self.state.channels_out.entry(to.clone()).or_default();
         let (seq, prev) = out.next();
         let prev = prev.map(str::to_string);
-        let params = SealParams::new(&self.key, to, seq, prev.as_deref(), ctx.now, ctx.rng);
+        let created = out.next_created(ctx.now);
+        let params = SealParams::new(&self.key, to, seq, prev.as_deref(), created, ctx.rng);
         let env = envelope::seal(payload, &params)?;
         let header = sealed_header(self.key.id(), to, seq, prev, &env)?;
         let out = self.state.channels_out.entry(to.clone()).or_default();

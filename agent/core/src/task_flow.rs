@@ -261,8 +261,10 @@ pub enum OwnerCommand {
         /// terminal or form.
         via: String,
     },
-    /// Turns it off (needs no confirmation: it only narrows).
-    AutoApproveOff { contact: AgentId },
+    /// Turns it off (needs no confirmation: it only narrows). `via`: where
+    /// the owner (or a model, §5.5.1) turned it off, for the audit log:
+    /// terminal or mcp.
+    AutoApproveOff { contact: AgentId, via: String },
 }
 
 // ---- the engine ---------------------------------------------------------------
@@ -2238,9 +2240,9 @@ impl Agent {
                     json!({"auto_approve": action, "contact": contact, "capabilities": caps, "meetings": meetings, "until": until_s}),
                 )
             }
-            OwnerCommand::AutoApproveOff { contact } => {
+            OwnerCommand::AutoApproveOff { contact, via } => {
                 let was = self.state.tasks.auto.contains_key(&contact);
-                self.auto_off(&contact, "off", None, "terminal", ctx);
+                self.auto_off(&contact, "off", None, &via, ctx);
                 Ok(json!({"auto_approve": "off", "contact": contact, "was_on": was}))
             }
         }

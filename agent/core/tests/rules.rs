@@ -491,6 +491,44 @@ fn a_forked_chain_is_refused_and_shown_until_the_human_resyncs() {
     );
 }
 
+/// The same journey with no clock tick at all, as when a person re-syncs
+/// within a second of the fork: `created` is written in whole seconds, so
+/// the sender's next envelope must still be newer than everything the
+/// receiver accepted (§6.4), or the re-sync drops it as a replay.
+#[test]
+fn after_a_resync_in_the_same_second_the_next_message_is_taken() {
+    let mut net = contacts_by_probe();
+    net.send_text(BOB, ALICE, "one");
+    let copy_records = net.nodes[BOB].records.clone();
+    net.send_text(BOB, ALICE, "two");
+    let original = std::mem::replace(&mut net.nodes[BOB].records, copy_records);
+    net.nodes[BOB].reload();
+    net.send_text(BOB, ALICE, "two from the copy");
+    assert_eq!(net.nodes[ALICE].events_of("forked").len(), 1);
+    net.nodes[BOB].records = original;
+    net.nodes[BOB].reload();
+    net.send_text(BOB, ALICE, "three, while refused");
+    let bob = net.nodes[BOB].id();
+    net.cmd(ALICE, Command::Resync { id: bob }).unwrap();
+    net.send_text(BOB, ALICE, "four");
+    net.send_text(BOB, ALICE, "five");
+    let texts: Vec<String> = net.nodes[ALICE]
+        .events_of("message")
+        .iter()
+        .filter_map(|e| {
+            e["payload"]["untrusted_peer_text"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(texts[texts.len() - 2].contains("four"), "{texts:?}");
+    assert!(texts[texts.len() - 1].contains("five"), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("three")),
+        "the refused envelope stays refused: {texts:?}"
+    );
+}
+
 #[test]
 fn no_seq_is_reused_after_a_restart() {
     let mut net = contacts_by_probe();

@@ -916,6 +916,42 @@ fn auto_approve_passes_both_gates_and_writes_the_audit_log() {
 }
 
 #[test]
+fn turning_auto_approve_off_is_audited_with_where_it_was_turned_off() {
+    let mut net = contacts(scope());
+    owner(
+        &mut net,
+        OwnerCommand::SecretSet {
+            passphrase: Secret::new(PASS),
+        },
+    )
+    .unwrap();
+    assert_eq!(auto_on(&mut net, PASS)["auto_approve"], "set");
+    let john = net.nodes[JOHN].id();
+    let r = owner(
+        &mut net,
+        OwnerCommand::AutoApproveOff {
+            contact: john.clone(),
+            via: "mcp".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(r["was_on"], true);
+    assert!(!net.nodes[OMER].agent.state.tasks.auto.contains_key(&john));
+    let offs: Vec<_> = net.nodes[OMER]
+        .agent
+        .state
+        .tasks
+        .audit
+        .values()
+        .filter(|l| l.action == "off")
+        .cloned()
+        .collect();
+    assert_eq!(offs.len(), 1);
+    assert_eq!(offs[0].via, "mcp");
+    assert_eq!(offs[0].contact, john);
+}
+
+#[test]
 fn auto_approve_needs_the_owner_passphrase_and_locks_out_after_three_misses() {
     let mut net = contacts(scope());
     let john = net.nodes[JOHN].id();

@@ -147,7 +147,7 @@ pub async fn grant(
     phrase_gate(server, &request_id, &shown, &terms, None).await
 }
 
-fn add_field(r: &mut CallToolResult, k: &str, v: Value) {
+pub(crate) fn add_field(r: &mut CallToolResult, k: &str, v: Value) {
     if let Some(Value::Object(m)) = r.structured_content.as_mut() {
         m.insert(k.into(), v);
         let text = Value::Object(m.clone()).to_string();
@@ -199,7 +199,7 @@ async fn shown(server: &Server, request_id: &str) -> Result<Shown> {
 /// Runs `f` on the agent in one store transaction and commits its writes
 /// and events (the phrase calls live outside `Agent::handle`). Returns the
 /// effects to carry.
-async fn on_agent<T>(
+pub(crate) async fn on_agent<T>(
     rt: &mut Runtime,
     f: impl FnOnce(&mut Agent, &mut Ctx<'_>) -> rdv_agent_core::Result<T>,
 ) -> Result<(T, Vec<Effect>)> {
@@ -272,7 +272,113 @@ async fn issue(server: &Server, request_id: &str, shown: &Shown, terms: &Terms) 
     })
     .await?;
     show_phrase(request_id, shown, terms, &secret);
+    remember_terms(rt, request_id, terms);
     Ok(())
+}
+
+/// Where the terms of the phrases this server issued are kept, so that
+/// `rdv contact pending` can show the human a phrase for the same terms
+/// (the phrase itself is never stored, only its hash in the core).
+/// Terms are not secret; the file is the owner's only (mode 600).
+pub const PHRASE_TERMS_FILE: &str = "mcp-phrase-terms.json";
+
+/// The terms a phrase was issued for, as kept in [`PHRASE_TERMS_FILE`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptTerms {
+    tier: String,
+    meetings: bool,
+    invoke: Vec<String>,
+    label: Option<String>,
+}
+
+fn read_terms(rt: &Runtime) -> std::collections::BTreeMap<String, KeptTerms> {
+    std::fs::read(rt.home().dir().join(PHRASE_TERMS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Keeps the terms of the phrase just issued for `request_id` (and drops
+/// those of requests no longer pending). Best effort: without the file the
+/// terminal only shows no phrase.
+fn remember_terms(rt: &Runtime, request_id: &str, t: &Terms) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut all = read_terms(rt);
+    all.retain(|id, _| rt.agent().state.pending.contains_key(id));
+    all.insert(
+        request_id.to_string(),
+        KeptTerms {
+            tier: t.tier.clone(),
+            meetings: t.meetings,
+            invoke: t.invoke.clone(),
+            label: t.label.clone(),
+        },
+    );
+    let dir = rt.home().dir();
+    let tmp = dir.join(format!("{PHRASE_TERMS_FILE}.tmp"));
+    let written = serde_json::to_vec(&all).ok().and_then(|bytes| {
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .ok()?;
+        f.write_all(&bytes).ok()?;
+        std::fs::rename(&tmp, dir.join(PHRASE_TERMS_FILE)).ok()
+    });
+    if written.is_none() {
+        notice("could not keep the phrase's terms for `rdv contact pending`");
+    }
+}
+
+/// For `rdv contact pending` in text mode (a human channel, never
+/// `--json`): for each pending request with a live phrase this server
+/// issued, a new phrase for exactly the same terms, replacing the old one
+/// (the latest shown wins, as in the reference). Each item: the request
+/// ID, the terms in words, the phrase.
+pub async fn terminal_phrases(rt: &mut Runtime) -> Result<Vec<(String, String, PhraseSecret)>> {
+    let kept = read_terms(rt);
+    let now = time::OffsetDateTime::now_utc();
+    let mut due = Vec::new();
+    for (id, k) in &kept {
+        let Some(p) = rt.agent().state.pending.get(id) else {
+            continue;
+        };
+        let Some(rec) = p.phrase.as_ref().filter(|r| r.is_live(now)) else {
+            continue;
+        };
+        let t = Terms {
+            tier: k.tier.clone(),
+            meetings: k.meetings,
+            invoke: k.invoke.clone(),
+            label: k.label.clone(),
+        };
+        let terms = rdv_agent_core::consent::grant_terms(
+            id,
+            &p.from,
+            &t.tier,
+            &t.scope(),
+            t.label.as_deref(),
+        );
+        if rdv_agent_core::phrase::terms_digest(&terms).ok().as_deref()
+            == Some(rec.terms_digest().as_str())
+        {
+            due.push((id.clone(), t));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, t) in due {
+        let scope = t.scope();
+        let (secret, _) = on_agent(rt, |a, ctx| {
+            a.issue_grant_phrase(&id, &t.tier, &scope, t.label.as_deref(), ctx)
+        })
+        .await?;
+        out.push((id, t.describe(), secret));
+    }
+    Ok(out)
 }
 
 fn ask_human(request_id: &str) -> String {
@@ -393,7 +499,7 @@ struct GrantAnswer {
     may_propose_meetings: Option<bool>,
 }
 
-fn form_schema(properties: Value, required: &[&str]) -> Result<ElicitationSchema> {
+pub(crate) fn form_schema(properties: Value, required: &[&str]) -> Result<ElicitationSchema> {
     serde_json::from_value(json!({
         "type": "object",
         "properties": properties,
@@ -404,7 +510,7 @@ fn form_schema(properties: Value, required: &[&str]) -> Result<ElicitationSchema
 
 /// Asks the human through a form; `Ok(None)` when there is no answer
 /// (cancelled, timed out: the form is withdrawn and forms stay off).
-async fn ask(
+pub(crate) async fn ask(
     server: &Server,
     peer: &Peer<RoleServer>,
     message: String,
@@ -756,4 +862,85 @@ pub async fn ask_passphrase(
         return Err("the passphrase is shorter than 12 characters");
     }
     Ok(a)
+}
+
+/// The human's answer to a yes/no form about one step (a dinner, a task
+/// gate).
+pub(crate) enum Answer {
+    /// Accept with the box ticked.
+    Yes,
+    /// Accept with the box unticked: nothing changes.
+    Unticked,
+    /// The human declined.
+    Declined,
+    /// No answer (closed, unanswered and withdrawn, or not shown): the
+    /// caller falls back to a confirm phrase where one exists.
+    Unanswered(&'static str),
+}
+
+/// A form with one `approve` box; the model never sees it.
+pub(crate) async fn ask_yes_no(
+    server: &Server,
+    peer: &Peer<RoleServer>,
+    message: String,
+    title: &str,
+) -> Answer {
+    let Ok(schema) = form_schema(
+        json!({"approve": {"type": "boolean", "title": title, "default": false}}),
+        &["approve"],
+    ) else {
+        return Answer::Unanswered("the form could not be built");
+    };
+    match ask(server, peer, message, schema).await {
+        Ok((ElicitationAction::Accept, c)) => {
+            if c.and_then(|c| c.get("approve").and_then(Value::as_bool)) == Some(true) {
+                Answer::Yes
+            } else {
+                Answer::Unticked
+            }
+        }
+        Ok((ElicitationAction::Decline, _)) => Answer::Declined,
+        Ok(_) => Answer::Unanswered("closed without an answer"),
+        Err(why) => Answer::Unanswered(why),
+    }
+}
+
+/// Runs an owner command in one store transaction, only if `check` still
+/// holds on the state inside it: what a form showed must be what is acted
+/// on, even when another process (a terminal, the consumer) committed in
+/// between. The effects are carried after the commit.
+pub(crate) async fn command_if(
+    rt: &mut Runtime,
+    check: impl FnOnce(&Agent) -> Result<()>,
+    c: Command,
+) -> Result<Value> {
+    let seed = rt.home().read_seed()?;
+    let key = AgentKey::from_seed(*seed);
+    let mut tx = rt.store().begin().await?;
+    let recs = tx.load_all().await?;
+    let mut agent = Agent::new(key, State::load(&recs)?);
+    check(&agent)?;
+    let mut rng = rand_core::OsRng;
+    let now = time::OffsetDateTime::now_utc();
+    let out = {
+        let mut ctx = Ctx { now, rng: &mut rng };
+        agent.handle(rdv_agent_core::Input::Command(c), &mut ctx)?
+    };
+    let events: Vec<Value> = out
+        .events
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::Store(format!("serializing an event: {e}")))?;
+    tx.write(&out.writes).await?;
+    if !events.is_empty() {
+        tx.append_inbox(&events, &rdv_proto::time::format_time(now))
+            .await?;
+    }
+    tx.commit().await?;
+    let reply = out.reply.clone().unwrap_or(Value::Null);
+    if let Err(e) = rt.carry(out.effects).await {
+        notice(&format!("delivering failed for now: {e}"));
+    }
+    Ok(reply)
 }

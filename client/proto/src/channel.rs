@@ -552,6 +552,22 @@ impl Outbound {
         (self.next_seq.max(1), self.prev.as_deref())
     }
 
+    /// The `created` for the next envelope at `now`: the current whole
+    /// second, or one past the newest envelope still in the outbox when that
+    /// is not earlier. Envelopes write `created` in whole seconds (§4.6), and
+    /// a receiver that re-synced this chain (§6.4), or holds a restore floor
+    /// (§6.4.1), takes only an envelope *newer* than everything it accepted:
+    /// a second envelope in the same second would be dropped as a replay.
+    /// A burst therefore runs a few seconds ahead of the clock, far inside
+    /// the 5 minutes a receiver allows.
+    pub fn next_created(&self, now: Instant) -> Instant {
+        let now = now.replace_nanosecond(0).unwrap_or(now);
+        match self.outbox.back() {
+            Some(s) if s.created >= now => s.created + time::Duration::seconds(1),
+            _ => now,
+        }
+    }
+
     /// Records a sealed envelope. Persist the state after this and before the
     /// envelope leaves, so a crash cannot reuse a seq (§7).
     pub fn record(&mut self, header: &Header, envelope: Value) {
@@ -1615,6 +1631,21 @@ mod tests {
             ttl_secs: 172_800,
             hash,
         }
+    }
+
+    #[test]
+    fn next_created_is_newer_than_every_envelope_sent() {
+        let mut out = Outbound::new();
+        let half = time::Duration::milliseconds(500);
+        assert_eq!(out.next_created(t(10) + half), t(10), "whole seconds");
+        // Three envelopes within one second: each one newer than the last.
+        for (i, want) in [t(10), t(11), t(12)].into_iter().enumerate() {
+            let c = out.next_created(t(10) + half);
+            assert_eq!(c, want);
+            out.record(&header(i as u64 + 1, None, h(i as u64, "c"), c), json!({}));
+        }
+        // Once the clock passes the burst, it is the clock again.
+        assert_eq!(out.next_created(t(40)), t(40));
     }
 
     #[test]

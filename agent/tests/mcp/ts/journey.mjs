@@ -1,7 +1,8 @@
 // Drives rdv-mcp over stdio with the official TypeScript MCP SDK (not ours).
 // Run by agent/tests/mcp.rs:  node journey.mjs SERVER_BIN RELAY_URL WORKDIR
 //
-// Two homes against one real relay: every tool has an object JSON Schema;
+// Two homes against one real relay: every tool has an object JSON Schema
+// (rdv_negotiate and rdv_task among them; no passphrase argument anywhere);
 // init -> request by agent ID -> a declined form grants nothing -> the model
 // alone (a guessed phrase) is refused -> an accepted form grants on the
 // human's terms -> messages both ways, peer text marked; then no agent key
@@ -80,6 +81,14 @@ check(tools.length >= 14, 'the server lists its tools', tools.length);
 check(tools.every((t) => t.inputSchema && t.inputSchema.type === 'object'), 'every tool has an object JSON Schema');
 const grant = tools.find((t) => t.name === 'rdv_grant');
 check(grant && grant.inputSchema.properties.confirm_phrase, 'rdv_grant takes confirm_phrase');
+for (const name of ['rdv_negotiate', 'rdv_task']) {
+  const t = tools.find((x) => x.name === name);
+  check(t && t.inputSchema.properties.confirm_phrase && t.inputSchema.required.includes('action'), `${name} is listed, with action and confirm_phrase`);
+}
+const task = tools.find((t) => t.name === 'rdv_task');
+check(!task.inputSchema.properties.files && !task.inputSchema.properties.inline_files, 'rdv_task takes no files yet (SPEC §7.7)');
+const auto = tools.find((t) => t.name === 'rdv_auto_approve');
+check(auto && !Object.keys(auto.inputSchema.properties).some((k) => k.includes('pass')), 'rdv_auto_approve has no passphrase argument');
 
 const a = await x.ok('rdv_init', { email: 'xena@example.com', relays: [RELAY] });
 const b = await y.ok('rdv_init', { email: 'yuri@example.com', relays: [RELAY] });
@@ -97,6 +106,8 @@ x.answers.push({ action: 'accept', content: { approve: true, tier: 'friend', lab
 r = await x.ok('rdv_grant', { request_id: req.request_id, tier: 'spouse' });
 check(r.approved === true && r.tier === 'friend' && r.via === 'form', "an accepted form grants on the human's terms", r);
 check(x.forms === 2, 'the human saw two forms');
+r = await x.call('rdv_auto_approve', { action: 'on', agent_id: b.id, passphrase: 'typed by the model 1' });
+check(r.err && r.v.error.includes('invalid arguments') && x.forms === 2, 'a passphrase argument is refused before anything is shown', r.v);
 
 await y.waitEvent('contact', (e) => e.id === a.id);
 await x.ok('rdv_send', { to: 'Yuri', payload: { type: 'note/text', text: 'hello yuri' } });
