@@ -143,6 +143,7 @@ pub async fn run(cmd: Cli, g: &Global) -> Result<()> {
         Cli::Task(a) => crate::task_cmd::run(a, g).await,
         Cli::OwnerSecret(a) => crate::task_cmd::owner_secret(a, g).await,
         Cli::Audit(a) => crate::task_cmd::audit(a, g).await,
+        Cli::File(a) => crate::file_cmd::run(a, g).await,
         Cli::Dinner(a) => crate::meeting_cmd::run(a, g, &out).await,
         Cli::Suggest(a) => crate::suggest::run(a, g).await,
         Cli::Directory(d) if d.uses_home() => crate::directory_cmd::run_home(d, g).await,

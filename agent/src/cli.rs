@@ -132,6 +132,11 @@ skips DNS.")]
     OwnerSecret(crate::task_cmd::OwnerSecretCommand),
     /// The audit log of every gate passed without asking you (SPEC §5.5.1).
     Audit(crate::task_cmd::AuditArgs),
+    /// Files in tasks (SPEC §7.7): prepare one of yours (encrypted; nothing
+    /// is sent), list, fetch a task's files into the quarantine, and the
+    /// direct-transfer setting (only you, at your terminal).
+    #[command(subcommand)]
+    File(crate::file_cmd::FileCommandArgs),
     /// Meetings with a contact (SPEC §7.2–§7.4): propose, list, confirm
     /// (only you, with the code shown for that meeting), cancel, calendar.
     #[command(subcommand)]

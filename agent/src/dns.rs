@@ -83,7 +83,7 @@ impl Dns {
         )))
     }
 
-    fn resolver(&self) -> Result<Option<TokioResolver>> {
+    pub(crate) fn resolver(&self) -> Result<Option<TokioResolver>> {
         let mut builder = match self {
             Dns::Off => return Ok(None),
             Dns::System => TokioResolver::builder_tokio()

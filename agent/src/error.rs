@@ -24,6 +24,9 @@ pub enum Error {
     /// The agent's database could not be opened, read or committed.
     #[error("{0}")]
     Store(String),
+    /// A file fetch was refused or failed (SPEC §7.7), with why.
+    #[error("{0}")]
+    Fetch(#[from] crate::fetch::FetchError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -19,6 +19,8 @@ pub mod directory_cmd;
 pub mod discovery;
 pub mod dns;
 pub mod error;
+pub mod fetch;
+pub mod file_cmd;
 pub mod gateway_cmd;
 pub mod home;
 pub mod mailbox;

@@ -61,7 +61,10 @@ pub enum TaskCommand {
         /// How long the task may take: <n><s|m|h|d> (default 48h, at most 7d).
         #[arg(long)]
         expires: Option<String>,
-        /// A file of yours: not supported yet (SPEC §7.7).
+        /// A file of yours, prepared with `rdv file prepare` (SPEC §7.7):
+        /// SHA256 for an inline one, SHA256=https://… for the encrypted
+        /// copy you uploaded (repeatable). A request with files is held
+        /// until you release it (rdv task list, rdv task release).
         #[arg(long)]
         file: Vec<String>,
     },
@@ -116,8 +119,11 @@ pub enum TaskCommand {
         question: bool,
         #[arg(long, conflicts_with_all = ["question", "more", "name", "data"])]
         fail: bool,
-        /// A file of yours: not supported yet (SPEC §7.7).
-        #[arg(long)]
+        /// A file of yours, prepared with `rdv file prepare` (SPEC §7.7):
+        /// SHA256 for an inline one, SHA256=https://… for the encrypted
+        /// copy you uploaded there (repeatable). A result with files waits
+        /// for your release every time (no policy or auto-approve).
+        #[arg(long, conflicts_with_all = ["question", "fail"])]
         file: Vec<String>,
     },
     /// A standing policy for one contact and one capability (SPEC §5.5):
@@ -226,16 +232,6 @@ fn json_arg(what: &str, s: &str) -> Result<Value> {
     Ok(v)
 }
 
-fn no_files(files: &[String]) -> Result<()> {
-    if files.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Input(
-            "files in tasks (SPEC §7.7) are not supported by this agent yet".into(),
-        ))
-    }
-}
-
 /// <n><s|m|h|d> as seconds.
 pub fn duration(s: &str) -> Result<i64> {
     let bad = || Error::Input(format!("{s:?}: a duration is <n><s|m|h|d>, e.g. 48h or 7d"));
@@ -307,6 +303,8 @@ pub fn summary(rt: &Runtime, t: &Task) -> Value {
         "created": format_time(t.created),
         "expires": format_time(t.expires),
         "artifacts": t.artifacts.len(),
+        // §7.7: each file as the gate shows it (never a key).
+        "files": t.files.iter().map(rdv_agent_core::file::FilePart::shown).collect::<Vec<_>>(),
     })
 }
 
@@ -375,10 +373,10 @@ fn gate_view(t: &Task) -> Vec<String> {
                     UntrustedPeerText::new(x)
                 ));
             }
+            out.extend(crate::file_cmd::start_gate_lines(t));
         }
         Some(rdv_agent_core::task::OpenGate::Release { draft, .. }) => {
-            let s = rdv_proto::canon::to_string(&draft.content()).unwrap_or_default();
-            out.push(format!("  draft to release: {}", terminal_safe(&s)));
+            out.extend(crate::file_cmd::release_gate_lines(t, draft));
         }
         None => {}
     }
@@ -399,6 +397,8 @@ pub fn read_view(t: &Task) -> Value {
                 .iter()
                 .map(|p| match p["kind"].as_str() {
                     Some("text") => json!({"text": UntrustedPeerText::new(p["text"].as_str().unwrap_or(""))}),
+                    // §7.7: what the human is shown of a file (never its key).
+                    Some("file") => json!({"file": crate::file_cmd::file_view(p)}),
                     _ => json!({"data": UntrustedPeerText::new(&rdv_proto::canon::to_string(&p["data"]).unwrap_or_default())}),
                 })
                 .collect();
@@ -517,7 +517,10 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
             expires,
             file,
         } => {
-            no_files(&file)?;
+            let files = file
+                .iter()
+                .map(|f| crate::file_cmd::own_file(home(g)?.dir(), f))
+                .collect::<Result<Vec<_>>>()?;
             let to = contact_of(&rt, &contact)?;
             let capability = capability_of(&capability);
             let input = match (data, input) {
@@ -526,15 +529,25 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
                 (None, None) => None,
             };
             let expires_in = expires.as_deref().map(duration).transpose()?;
-            let v = rt
-                .command(Command::Task(Core::Request {
+            let c = if files.is_empty() {
+                Core::Request {
                     to,
                     capability,
                     texts,
                     input,
                     expires_in,
-                }))
-                .await?;
+                }
+            } else {
+                Core::RequestWithFiles {
+                    to,
+                    capability,
+                    texts,
+                    input,
+                    expires_in,
+                    files,
+                }
+            };
+            let v = rt.command(Command::Task(c)).await?;
             print(g, &v)
         }
         TaskCommand::Input {
@@ -596,7 +609,10 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
             fail,
             file,
         } => {
-            no_files(&file)?;
+            let files = file
+                .iter()
+                .map(|f| crate::file_cmd::own_file(home(g)?.dir(), f))
+                .collect::<Result<Vec<_>>>()?;
             let task = tref(&rt, &id)?;
             let cap = rt
                 .agent()
@@ -623,11 +639,12 @@ pub async fn run(cmd: TaskCommand, g: &Global) -> Result<()> {
             } else if question {
                 Submit::Question { texts, data }
             } else {
-                Submit::Result {
+                Submit::ResultWithFiles {
                     texts,
                     data,
                     name,
                     more,
+                    files,
                 }
             };
             let v = rt

@@ -7,8 +7,8 @@
 //! (a wrong code approves nothing); she drafts the review and releases it
 //! with the code shown for that draft (the release gate); Bob's agent
 //! shows the artifact, validated, and the task completed. Asserted on both
-//! sides. Auto-approve is refused without an interactive terminal. File
-//! parts (§7.7) are not implemented here yet, so the request carries the
+//! sides. Auto-approve is refused without an interactive terminal. Files
+//! in tasks (§7.7) are agent_files.rs's journey; this request carries the
 //! text and the input only.
 //!
 //! The harness (relays, homes, bounded polls) is agents.rs, shared with

@@ -45,7 +45,7 @@ impl Ctx<'_> {
 }
 
 /// Capabilities this software supports, listed on the card (§4.3, §7.5).
-pub const CAPABILITIES: [&str; 7] = [
+pub const CAPABILITIES: [&str; 8] = [
     rdv_proto::consts::CAP_RDV_V1,
     rdv_proto::consts::CAP_A2A_03,
     EXT_MEETINGS,
@@ -55,6 +55,8 @@ pub const CAPABILITIES: [&str; 7] = [
     rdv_proto::consts::EXT_TASKS,
     rdv_proto::consts::EXT_REQUEST,
     crate::task::EXT_REVIEW,
+    // §7.7: file parts in tasks and artifacts.
+    rdv_proto::consts::EXT_FILES,
 ];
 
 /// Local default for a peer our owner has not granted (§5.3 direction).

@@ -163,6 +163,10 @@ pub enum Command {
     Task(crate::task_flow::TaskCommand),
     /// The owner passphrase and auto_approve: all (§5.5.1).
     Owner(crate::task_flow::OwnerCommand),
+    /// The owner's file commands (§7.7): the direct-transfer setting and
+    /// declining a transfer. Front-ends take the setting only from the
+    /// owner's own terminal (never a model or a peer).
+    File(crate::file::FileCommand),
     /// The owner answers an invite that reached them (§5.2.2): a request
     /// to the inviter's `card` carrying the signed `invite`'s token.
     AcceptInvite {
@@ -502,6 +506,7 @@ impl Agent {
             Command::InviteAnswer { id, accepted } => self.invite_answer(&id, accepted, ctx),
             Command::Task(c) => self.task_command(c, ctx),
             Command::Owner(c) => self.owner_command(c, ctx),
+            Command::File(c) => self.file_command(c, ctx),
             Command::AcceptInvite {
                 invite,
                 card,

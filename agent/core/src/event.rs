@@ -5,6 +5,7 @@
 
 use rdv_proto::AgentId;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::peer_text::UntrustedPeerText;
 
@@ -168,6 +169,29 @@ pub enum Event {
         /// Validated data from the peer (input, a result's data part):
         /// shaped, still peer-written.
         data: Option<UntrustedPeerText>,
+        /// The files that came with it (§7.7), as the human is shown them:
+        /// sanitized name and type, size, sha256, encryption, URLs. Never a
+        /// key; nothing was fetched.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<Value>,
+    },
+    /// A direct transfer (§7.7 rdv/transfer). `step`: proposed (a peer
+    /// asks for a file by direct transfer; the owner's setting is on, so
+    /// it waits for the owner), refused (the setting is off: answered with
+    /// abort), aborted (by the peer, by us, or by a bound), declined (the
+    /// owner said no). Nothing connects: no transfer protocol is
+    /// implemented.
+    Transfer {
+        step: String,
+        peer: AgentId,
+        label: Option<String>,
+        transfer: String,
+        /// The file's sha256.
+        file: String,
+        task: Option<String>,
+        protocols: Vec<String>,
+        /// Why it ended: ours, or the peer's (display only).
+        reason: Option<UntrustedPeerText>,
     },
     /// auto_approve: all on a contact changed (§5.5.1): set, extended,
     /// off, expired (with why).

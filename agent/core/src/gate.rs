@@ -45,14 +45,14 @@ fn digest(prefix: &[u8], v: &Value) -> String {
 
 /// §5.5 start gate: the peer, contextId, taskId, the capability, the
 /// task's created, canon(input), the SHA-256 of each text part, each
-/// file's sha256 (none: file parts are refused until §7.7 lands), and the
-/// step.
+/// file's sha256 (§7.7), and the step.
 pub fn start_digest(t: &Task) -> String {
     let texts: Vec<String> = t
         .texts
         .iter()
         .map(|s| hex::encode(Sha256::digest(s.as_bytes())))
         .collect();
+    let files: Vec<String> = t.files.iter().map(crate::file::FilePart::sha256).collect();
     digest(
         TASK_START_GATE_DIGEST_PREFIX,
         &json!({
@@ -64,7 +64,7 @@ pub fn start_digest(t: &Task) -> String {
             "created": format_time(t.created),
             "input": t.input,
             "text_sha256": texts,
-            "files_sha256": [],
+            "files_sha256": files,
         }),
     )
 }

@@ -228,6 +228,8 @@ impl Agent {
             // §6.4.1: acted on before ordering (restore_before_ordering).
             rdv_proto::doc::restored::RESTORED_TYPE
             | rdv_proto::doc::restored::RESTORED_ACK_TYPE => Ok(()),
+            // §7.7: direct-transfer negotiation (file.rs on_transfer).
+            rdv_proto::consts::TRANSFER_TYPE => self.on_transfer(from, &payload, ctx),
             // §7.1: A2A payloads, routed by capability (a2a.rs on_a2a).
             _ if ty.starts_with("a2a/") => self.on_a2a(from, &payload, ctx),
             _ if ty.starts_with("rdv/") => {

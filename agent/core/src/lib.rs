@@ -14,6 +14,7 @@ pub mod contact;
 pub mod directories;
 pub mod error;
 pub mod event;
+pub mod file;
 pub mod gate;
 pub mod inbound;
 pub mod invite;

@@ -63,10 +63,13 @@ pub enum Table {
     Owner,
     /// The audit log of gates passed without asking (§5.5.1), by sequence.
     Audit,
+    /// Direct-transfer negotiations (§7.7 rdv/transfer), by
+    /// "<peer> <transfer>".
+    Transfer,
 }
 
 impl Table {
-    pub const ALL: [Table; 25] = [
+    pub const ALL: [Table; 26] = [
         Table::Profile,
         Table::Contact,
         Table::Pending,
@@ -92,6 +95,7 @@ impl Table {
         Table::TaskLimits,
         Table::Owner,
         Table::Audit,
+        Table::Transfer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -121,6 +125,7 @@ impl Table {
             Table::TaskLimits => "task_limits",
             Table::Owner => "owner",
             Table::Audit => "audit",
+            Table::Transfer => "transfer",
         }
     }
 

@@ -65,7 +65,7 @@ pub fn backup_state(records: &[Record]) -> Result<Value> {
             // §5.5.1).
             Table::Task => crate::task_flow::without_codes(&r.value)?,
             Table::Owner if r.key.starts_with("auto:") => continue,
-            Table::TaskLimits | Table::Owner | Table::Audit => r.value.clone(),
+            Table::TaskLimits | Table::Owner | Table::Audit | Table::Transfer => r.value.clone(),
             // §5.5: nor a meeting's confirm code: its gates get a new nonce.
             Table::Meeting => crate::meeting::without_codes(&r.value)?,
             Table::MeetingPeer | Table::Calendar => r.value.clone(),

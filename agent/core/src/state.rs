@@ -481,7 +481,9 @@ impl State {
                     s.invites.insert(r.key.clone(), from_value(r)?);
                 }
                 Table::Meeting | Table::MeetingPeer | Table::Calendar => s.meetings.load(r)?,
-                Table::Task | Table::TaskLimits | Table::Owner | Table::Audit => s.tasks.load(r)?,
+                Table::Task | Table::TaskLimits | Table::Owner | Table::Audit | Table::Transfer => {
+                    s.tasks.load(r)?
+                }
             }
         }
         for (id, head) in heads {
@@ -620,7 +622,7 @@ impl State {
             Table::MailProbeOut => self.mail_out.get(key).map(to_value).transpose()?,
             Table::MailProbeIn => self.mail_in.get(key).map(to_value).transpose()?,
             Table::Invite => self.invites.get(key).map(to_value).transpose()?,
-            Table::Task | Table::TaskLimits | Table::Owner | Table::Audit => {
+            Table::Task | Table::TaskLimits | Table::Owner | Table::Audit | Table::Transfer => {
                 self.tasks.record_value(table, key)?
             }
             Table::Meeting | Table::MeetingPeer | Table::Calendar => {

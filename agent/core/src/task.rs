@@ -315,8 +315,22 @@ pub fn task_key(role: Role, peer: &AgentId, task_id: &str) -> String {
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum Draft {
     /// An artifact (the `artifact` object as it will be sent); `complete`
-    /// ends the task completed once it is sent.
-    Artifact { artifact: Value, complete: bool },
+    /// ends the task completed once it is sent. `sources` name the local
+    /// file each of the owner's files was read from (shown at the gate,
+    /// never sent).
+    Artifact {
+        artifact: Value,
+        complete: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sources: Vec<FileSource>,
+    },
+    /// A request of ours that carries the owner's files (§5.5, §7.7), held
+    /// for the owner's release: the a2a/message as it will be sent.
+    Request {
+        message: Value,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sources: Vec<FileSource>,
+    },
     /// A status with a message: a question (input-required) or a closing
     /// message (failed, completed).
     Status {
@@ -330,9 +344,12 @@ impl Draft {
     /// What the release digest covers: exactly what will leave.
     pub fn content(&self) -> Value {
         match self {
-            Draft::Artifact { artifact, complete } => {
+            Draft::Artifact {
+                artifact, complete, ..
+            } => {
                 json!({"artifact": artifact, "complete": complete})
             }
+            Draft::Request { message, .. } => json!({"request": message}),
             Draft::Status {
                 state,
                 message,
@@ -342,6 +359,24 @@ impl Draft {
             }
         }
     }
+}
+
+/// Where one of the owner's files in a draft was read from (§7.7: the
+/// release gate shows it with the file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSource {
+    pub sha256: String,
+    pub source: String,
+}
+
+/// A file of the owner's to attach (§7.7): its part (inline, or a
+/// reference to the encrypted copy the owner uploaded) and the local path
+/// it was read from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnFile {
+    pub part: crate::file::FilePart,
+    pub source: String,
 }
 
 /// A gate open on a task, waiting for the human (§5.5). The code record is
@@ -416,6 +451,11 @@ pub struct Task {
     /// The latest status message from the executor (requester side): the
     /// question or the reason, peer text.
     pub note: Option<Value>,
+    /// The files of the request and its inputs (§7.7), validated and kept;
+    /// on the requester side, the files we attached. The start gate binds
+    /// each one's sha256 (§5.5).
+    #[serde(default)]
+    pub files: Vec<crate::file::FilePart>,
     /// The requester sent rdv/cancel.
     pub cancel_sent: bool,
 }
@@ -632,12 +672,13 @@ pub fn check_result_data(s: Shape, data: &Value) -> Result<(), ShapeError> {
 
 // ---- reading what a peer sent (§7.1, §7.5, §7.6.1) --------------------------
 
-/// A validated part of a task message: text or data (file parts are
-/// refused until §7.7 lands here).
+/// A validated part of a task message: text, data, or a file validated
+/// by the rules of §7.7 (`file::check_part`) in its kept form.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
     Text(String),
     Data(Value),
+    File(Box<crate::file::FilePart>),
 }
 
 /// A task payload, validated strictly.
@@ -652,6 +693,8 @@ pub enum Incoming {
         /// The requested expiry, unclamped.
         expires: Option<Instant>,
         texts: Vec<String>,
+        /// File parts, each validated (§7.7); nothing is fetched here.
+        files: Vec<crate::file::FilePart>,
     },
     Input {
         message_id: String,
@@ -659,6 +702,7 @@ pub enum Incoming {
         context_id: String,
         input: Option<Value>,
         texts: Vec<String>,
+        files: Vec<crate::file::FilePart>,
     },
     Cancel {
         message_id: String,
@@ -719,6 +763,14 @@ pub enum Parsed {
     /// A well-formed message the receiver does not support (§7.5 rule 4,
     /// critical): answered with the unsupported reply.
     Unsupported(a2a::Unsupported),
+    /// A task/request or task/input with a file part that fails §7.7:
+    /// the whole payload is refused before the engine sees it.
+    BadFile {
+        task_id: String,
+        context_id: String,
+        verb: String,
+        why: crate::file::FileError,
+    },
     /// Not a tasks/v1 payload (a meeting verb, another type): not ours.
     NotTask,
     /// Dropped silently (§7.5 malformed).
@@ -735,10 +787,16 @@ pub fn verb_keys(verb: &str) -> Option<&'static [&'static str]> {
     }
 }
 
-/// Text and data parts; `Err` on a file part (unsupported here).
-fn split_parts(parts: &[a2a::Part]) -> Result<(Vec<Part>, Vec<String>), String> {
+/// Text, data and file parts, each file validated by §7.7 before the
+/// engine sees any of it: one bad file refuses the whole payload, and
+/// file parts need the files URI in `extensions`.
+fn split_parts(
+    parts: &[a2a::Part],
+    extensions: &[String],
+) -> Result<(Vec<Part>, Vec<String>), crate::file::FileError> {
     let mut out = Vec::with_capacity(parts.len());
     let mut texts = Vec::new();
+    let mut files = 0usize;
     for p in parts {
         match p {
             a2a::Part::Text { text, .. } => {
@@ -746,14 +804,30 @@ fn split_parts(parts: &[a2a::Part]) -> Result<(Vec<Part>, Vec<String>), String> 
                 out.push(Part::Text(text.clone()));
             }
             a2a::Part::Data { data, .. } => out.push(Part::Data(Value::Object(data.clone()))),
-            a2a::Part::File { .. } => {
-                return Err(format!(
-                    "file parts ({EXT_FILES}) are not supported by this agent yet"
-                ));
+            a2a::Part::File { file, metadata } => {
+                files += 1;
+                out.push(Part::File(Box::new(crate::file::check_part(
+                    file,
+                    metadata.as_ref(),
+                )?)));
             }
         }
     }
+    if files > 0 && !extensions.iter().any(|e| e == EXT_FILES) {
+        return Err(crate::file::FileError::NotListed);
+    }
     Ok((out, texts))
+}
+
+/// The files among validated parts.
+pub fn files_of(parts: &[Part]) -> Vec<crate::file::FilePart> {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::File(f) => Some((**f).clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Reads one opened `a2a/*` payload as tasks/v1 (strict: `a2a::classify`,
@@ -807,10 +881,19 @@ fn from_message(
             crate::peer_text::bounded(&k, 64)
         ));
     }
-    let (_, texts) = match split_parts(&message.parts) {
+    let (parts, texts) = match split_parts(&message.parts, &message.extensions) {
         Ok(x) => x,
-        Err(why) => return unsupported(why),
+        Err(why) if verb != "rdv/cancel" => {
+            return Parsed::BadFile {
+                task_id,
+                context_id,
+                verb,
+                why,
+            };
+        }
+        Err(_) => return Parsed::Malformed("a cancel with a bad file part".into()),
     };
+    let files = files_of(&parts);
     let input = data.get("input").cloned();
     if input.as_ref().is_some_and(|i| !i.is_object()) {
         return Parsed::Malformed("input must be an object".into());
@@ -842,6 +925,7 @@ fn from_message(
                 input,
                 expires,
                 texts,
+                files,
             })
         }
         "task/input" => Parsed::Task(Incoming::Input {
@@ -850,6 +934,7 @@ fn from_message(
             context_id,
             input,
             texts,
+            files,
         }),
         _ => {
             let reason = match data.get("reason") {
@@ -890,11 +975,14 @@ fn from_status(u: a2a::StatusUpdate) -> Parsed {
     let Some(state) = state_of(u.state) else {
         return Parsed::Malformed("a state tasks/v1 does not have".into());
     };
+    // A status message carries text and data (§7.6.1); files come in
+    // artifacts.
     let message = match &u.message {
         None => Vec::new(),
-        Some(m) => match split_parts(&m.parts) {
-            Ok((p, _)) => p,
-            Err(why) => return Parsed::Malformed(why),
+        Some(m) => match split_parts(&m.parts, &m.extensions) {
+            Ok((p, _)) if !p.iter().any(|x| matches!(x, Part::File(_))) => p,
+            Ok(_) => return Parsed::Malformed("a file part in a status message".into()),
+            Err(why) => return Parsed::Malformed(why.to_string()),
         },
     };
     // Ignorable, peer-written: read only when well-shaped.
@@ -920,9 +1008,9 @@ fn from_status(u: a2a::StatusUpdate) -> Parsed {
 }
 
 fn from_artifact(a: a2a::ArtifactUpdate) -> Parsed {
-    let parts = match split_parts(&a.artifact.parts) {
+    let parts = match split_parts(&a.artifact.parts, &a.artifact.extensions) {
         Ok((p, _)) => p,
-        Err(why) => return Parsed::Malformed(why),
+        Err(why) => return Parsed::Malformed(why.to_string()),
     };
     if a.artifact
         .name
@@ -960,8 +1048,18 @@ fn a2a_parts(parts: &[Part]) -> Vec<a2a::Part> {
                 data: d.as_object().cloned().unwrap_or_default(),
                 metadata: None,
             },
+            Part::File(f) => f.to_part(),
         })
         .collect()
+}
+
+/// Extensions of a message or artifact: the files URI added when it
+/// carries files (§7.7 "In tasks").
+fn with_files_ext(mut ext: Vec<String>, parts: &[Part]) -> Vec<String> {
+    if parts.iter().any(|p| matches!(p, Part::File(_))) {
+        ext.push(EXT_FILES.to_string());
+    }
+    ext
 }
 
 /// Parts as A2A writes them (what a task keeps of an artifact).
@@ -970,7 +1068,8 @@ pub fn a2a_parts_json(parts: &[Part]) -> Vec<Value> {
 }
 
 /// A requester's a2a/message with one verb (§7.6.1): the data part, then
-/// the text parts; extensions list the tasks URI and the capability.
+/// the text parts, then the files; extensions list the tasks URI, the
+/// capability, and the files URI when it carries files (§7.7).
 pub fn message_payload(
     message_id: &str,
     task_id: &str,
@@ -978,15 +1077,17 @@ pub fn message_payload(
     capability: &str,
     data: Value,
     texts: &[String],
+    files: &[crate::file::FilePart],
 ) -> Value {
     let mut parts = vec![Part::Data(data)];
     parts.extend(texts.iter().cloned().map(Part::Text));
+    parts.extend(files.iter().cloned().map(|f| Part::File(Box::new(f))));
     let m = a2a::Message {
         message_id: message_id.to_string(),
         task_id: Some(task_id.to_string()),
         context_id: Some(context_id.to_string()),
         parts: a2a_parts(&parts),
-        extensions: vec![EXT_TASKS.to_string(), capability.to_string()],
+        extensions: with_files_ext(vec![EXT_TASKS.to_string(), capability.to_string()], &parts),
         reference_task_ids: Vec::new(),
         metadata: None,
     };
@@ -1054,7 +1155,7 @@ pub fn artifact_object(
         name: name.map(str::to_string),
         description: None,
         parts: a2a_parts(parts),
-        extensions: vec![capability.to_string()],
+        extensions: with_files_ext(vec![capability.to_string()], parts),
         metadata: None,
     }
     .to_value()

@@ -29,6 +29,10 @@ pub struct TaskBook {
     pub auto: BTreeMap<AgentId, AutoApprove>,
     /// The audit log, by sequence (§5.5.1: bounded).
     pub audit: BTreeMap<u64, AuditLine>,
+    /// The owner's direct-transfer setting (§7.7): off unless set.
+    pub direct_transfer: Option<crate::file::DirectTransfer>,
+    /// rdv/transfer negotiations, by `file::transfer_key` (§7.7).
+    pub transfers: BTreeMap<String, crate::file::Transfer>,
 }
 
 fn read<T: DeserializeOwned>(r: &Record) -> Result<T> {
@@ -63,6 +67,8 @@ impl TaskBook {
             Table::Owner => {
                 if r.key == "secret" {
                     self.owner_secret = Some(read(r)?);
+                } else if r.key == crate::file::DIRECT_TRANSFER_KEY {
+                    self.direct_transfer = Some(read(r)?);
                 } else if let Some(id) = r.key.strip_prefix("policy:").and_then(id_of) {
                     self.policies.insert(id, read(r)?);
                 } else if let Some(id) = r.key.strip_prefix("auto:").and_then(id_of) {
@@ -70,6 +76,9 @@ impl TaskBook {
                 } else {
                     return Err(Error::Store(format!("owner key {:?}", r.key)));
                 }
+            }
+            Table::Transfer => {
+                self.transfers.insert(r.key.clone(), read(r)?);
             }
             Table::Audit => {
                 let n = r
@@ -93,6 +102,8 @@ impl TaskBook {
             Table::Owner => {
                 if key == "secret" {
                     self.owner_secret.as_ref().map(write).transpose()?
+                } else if key == crate::file::DIRECT_TRANSFER_KEY {
+                    self.direct_transfer.as_ref().map(write).transpose()?
                 } else if let Some(id) = key.strip_prefix("policy:").and_then(id_of) {
                     self.policies.get(&id).map(write).transpose()?
                 } else if let Some(id) = key.strip_prefix("auto:").and_then(id_of) {
@@ -101,6 +112,7 @@ impl TaskBook {
                     None
                 }
             }
+            Table::Transfer => self.transfers.get(key).map(write).transpose()?,
             Table::Audit => key
                 .parse::<u64>()
                 .ok()
@@ -149,6 +161,16 @@ pub enum Submit {
         name: Option<String>,
         more: bool,
     },
+    /// A result carrying the owner's files (§7.7): they leave only through
+    /// the release gate, never by a standing policy or auto-approve
+    /// (§5.5.1).
+    ResultWithFiles {
+        texts: Vec<String>,
+        data: Option<Value>,
+        name: Option<String>,
+        more: bool,
+        files: Vec<crate::task::OwnFile>,
+    },
     /// A question: input-required with a message.
     Question {
         texts: Vec<String>,
@@ -170,6 +192,16 @@ pub enum TaskCommand {
         input: Option<Value>,
         /// Seconds from now (default 48 h, at most 7 days).
         expires_in: Option<i64>,
+    },
+    /// [`TaskCommand::Request`] with the owner's files (§7.7): held for the
+    /// owner's release gate before it leaves (§5.5).
+    RequestWithFiles {
+        to: AgentId,
+        capability: String,
+        texts: Vec<String>,
+        input: Option<Value>,
+        expires_in: Option<i64>,
+        files: Vec<crate::task::OwnFile>,
     },
     /// Answer an input-required task.
     Input {
@@ -287,6 +319,7 @@ fn parts_texts_data(parts: &[Part]) -> (Vec<String>, Vec<Value>) {
         match p {
             Part::Text(s) => t.push(s.clone()),
             Part::Data(v) => d.push(v.clone()),
+            Part::File(_) => {}
         }
     }
     (t, d)
@@ -321,6 +354,7 @@ impl Agent {
             via: t.started_by.clone(),
             text: None,
             data: None,
+            files: Vec::new(),
         }
     }
 
@@ -345,6 +379,7 @@ impl Agent {
             via: None,
             text: None,
             data: None,
+            files: Vec::new(),
         });
     }
 
@@ -418,7 +453,11 @@ impl Agent {
 
     /// §5.3 (a): every task payload counts towards the grant-wide
     /// max_frequency, as a free message does. `true` when it revoked.
-    fn task_count_grant_wide(&mut self, from: &AgentId, ctx: &mut Ctx<'_>) -> Result<bool> {
+    pub(crate) fn task_count_grant_wide(
+        &mut self,
+        from: &AgentId,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<bool> {
         let Some(mut c) = self.state.contact(from).cloned() else {
             return Ok(true);
         };
@@ -493,16 +532,32 @@ impl Agent {
                 input,
                 expires,
                 texts,
+                files,
             }) => self.task_exec_request(
-                from, message_id, task_id, context_id, capability, input, expires, texts, ctx,
+                from,
+                message_id,
+                task_id,
+                context_id,
+                capability,
+                input,
+                expires,
+                (texts, files),
+                ctx,
             ),
             Parsed::Task(Incoming::Input {
                 message_id,
                 task_id,
                 input,
                 texts,
+                files,
                 ..
-            }) => self.task_exec_input(from, &message_id, &task_id, input, texts, ctx),
+            }) => self.task_exec_input(from, &message_id, &task_id, input, (texts, files), ctx),
+            Parsed::BadFile {
+                task_id,
+                context_id,
+                verb,
+                why,
+            } => self.task_bad_file(from, &task_id, &context_id, &verb, &why, ctx),
             Parsed::Task(Incoming::Cancel {
                 message_id,
                 task_id,
@@ -521,6 +576,35 @@ impl Agent {
             Parsed::Unsupported(u) => self.task_unsupported(from, u, None, ctx),
             Parsed::NotTask | Parsed::Malformed(_) => Ok(()),
         }
+    }
+
+    /// §7.7 "In tasks": a task/request or task/input whose file part fails
+    /// the rules is refused whole, before any state: a request is answered
+    /// rejected with reason input (as an input outside its schema is), an
+    /// input is refused for the human only.
+    fn task_bad_file(
+        &mut self,
+        from: &AgentId,
+        task_id: &str,
+        context_id: &str,
+        verb: &str,
+        why: &crate::file::FileError,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
+        let exists = self
+            .state
+            .tasks
+            .tasks
+            .contains_key(&task_key(Role::Executor, from, task_id));
+        self.tell(Event::Dropped {
+            from: Some(from.clone()),
+            reason: format!("a {verb} with a file part refused (SPEC §7.7): {why}"),
+        });
+        self.task_refused_event(from, task_id, None, "refused", "input");
+        if verb == "task/request" && !exists {
+            return self.task_reject_stateless(from, task_id, context_id, Reason::Input, ctx);
+        }
+        Ok(())
     }
 
     /// §7.5 rule 5, §7.6.2: the unsupported reply, with the task's real
@@ -597,7 +681,7 @@ impl Agent {
         capability: String,
         input: Option<Value>,
         expires: Option<Instant>,
-        texts: Vec<String>,
+        (texts, files): (Vec<String>, Vec<crate::file::FilePart>),
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
         let key = task_key(Role::Executor, from, &task_id);
@@ -699,6 +783,7 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
+            files,
         };
         // Whether it would wait for the human, and who makes room (§7.4).
         let pass = if class.start_gated() {
@@ -759,6 +844,7 @@ impl Agent {
                     via: None,
                     text: None,
                     data: None,
+                    files: Vec::new(),
                 });
                 self.revoke_contact(from, "task-abuse", ctx)?;
             }
@@ -793,9 +879,13 @@ impl Agent {
             },
         }
         let mut ev = self.task_event(&t, ev_step);
-        if let Event::Task { text, data, .. } = &mut ev {
+        if let Event::Task {
+            text, data, files, ..
+        } = &mut ev
+        {
             *text = peer_text(&t.texts);
             *data = peer_data(t.input.as_ref());
+            *files = t.files.iter().map(crate::file::FilePart::shown).collect();
         }
         self.tell(ev);
         self.task_put(t.clone());
@@ -1064,7 +1154,7 @@ impl Agent {
         message_id: &str,
         task_id: &str,
         input: Option<Value>,
-        texts: Vec<String>,
+        (texts, files): (Vec<String>, Vec<crate::file::FilePart>),
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
         let key = task_key(Role::Executor, from, task_id);
@@ -1097,12 +1187,18 @@ impl Agent {
             t.input = input;
         }
         t.texts.extend(texts.iter().cloned());
+        let shown: Vec<Value> = files.iter().map(crate::file::FilePart::shown).collect();
+        t.files.extend(files);
         t.state = TaskState::Working;
         t.updated = ctx.now;
         let mut ev = self.task_event(&t, "input");
-        if let Event::Task { text, data, .. } = &mut ev {
+        if let Event::Task {
+            text, data, files, ..
+        } = &mut ev
+        {
             *text = peer_text(&texts);
             *data = peer_data(t.input.as_ref());
+            *files = shown;
         }
         self.tell(ev);
         self.task_put(t.clone());
@@ -1184,6 +1280,7 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
+            files: Vec::new(),
         };
         self.task_put(t);
         Ok(())
@@ -1331,9 +1428,16 @@ impl Agent {
         }
         self.task_put(t.clone());
         let mut ev = self.task_event(&t, "artifact");
-        if let Event::Task { text, data, .. } = &mut ev {
+        if let Event::Task {
+            text, data, files, ..
+        } = &mut ev
+        {
             *text = peer_text(&texts);
             *data = peer_data(datas.first());
+            *files = crate::task::files_of(&parts)
+                .iter()
+                .map(crate::file::FilePart::shown)
+                .collect();
         }
         self.tell(ev);
     }
@@ -1399,7 +1503,15 @@ impl Agent {
                 texts,
                 input,
                 expires_in,
-            } => self.task_request(to, capability, texts, input, expires_in, ctx),
+            } => self.task_request(to, capability, (texts, Vec::new()), input, expires_in, ctx),
+            TaskCommand::RequestWithFiles {
+                to,
+                capability,
+                texts,
+                input,
+                expires_in,
+                files,
+            } => self.task_request(to, capability, (texts, files), input, expires_in, ctx),
             TaskCommand::Input { task, texts, input } => {
                 let key = self.find_task(&task)?;
                 let mut t = self.task_mut(&key)?;
@@ -1431,6 +1543,7 @@ impl Agent {
                     &t.capability,
                     data,
                     &texts,
+                    &[],
                 );
                 t.inputs += 1;
                 t.updated = ctx.now;
@@ -1449,6 +1562,20 @@ impl Agent {
                 if !t.is_open() {
                     return Err(Error::Refused(format!("the task is {}", t.state.as_str())));
                 }
+                if matches!(
+                    &t.gate,
+                    Some(OpenGate::Release {
+                        draft: Draft::Request { .. },
+                        ..
+                    })
+                ) {
+                    // Held for release and never sent: withdrawn here only.
+                    t.gate = None;
+                    t.state = TaskState::Canceled;
+                    t.updated = ctx.now;
+                    self.task_put(t.clone());
+                    return Ok(json!({"task_id": t.task_id, "sent": null, "state": "canceled"}));
+                }
                 let mut data = json!({"rdv": "rdv/cancel"});
                 if let Some(r) = &reason {
                     if r.chars().count() > crate::task::TASK_NOTE_MAX_CHARS {
@@ -1462,6 +1589,7 @@ impl Agent {
                     &t.context_id,
                     &t.capability,
                     data,
+                    &[],
                     &[],
                 );
                 t.cancel_sent = true;
@@ -1583,13 +1711,34 @@ impl Agent {
         &mut self,
         to: AgentId,
         capability: String,
-        texts: Vec<String>,
+        (texts, files): (Vec<String>, Vec<crate::task::OwnFile>),
         input: Option<Value>,
         expires_in: Option<i64>,
         ctx: &mut Ctx<'_>,
     ) -> Result<Value> {
         if self.state.contact(&to).is_none() {
             return Err(Error::NotFound(format!("{to} is not a current contact")));
+        }
+        if !files.is_empty() {
+            // §7.7: files only to a peer whose card lists the files URI,
+            // and within the parts of one message.
+            let lists = self.state.contact(&to).is_some_and(|c| {
+                c.card
+                    .get("capabilities")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|x| x == rdv_proto::consts::EXT_FILES))
+            });
+            if !lists {
+                return Err(Error::Refused(
+                    "the peer's card does not list the files extension (SPEC §7.7)".into(),
+                ));
+            }
+            if texts.len() + files.len() > rdv_proto::consts::A2A_MAX_PARTS - 1 {
+                return Err(Error::Input(format!(
+                    "at most {} text and file parts in a request",
+                    rdv_proto::consts::A2A_MAX_PARTS - 1
+                )));
+            }
         }
         // §5.3 senders check first: deny by default, then the peer's limits.
         let scope = self.task_outbound_scope(&to);
@@ -1648,6 +1797,7 @@ impl Agent {
         if let Some(i) = &input {
             data["input"] = i.clone();
         }
+        let parts: Vec<crate::file::FilePart> = files.iter().map(|f| f.part.clone()).collect();
         let p = crate::task::message_payload(
             &message_id,
             &task_id,
@@ -1655,6 +1805,7 @@ impl Agent {
             &capability,
             data,
             &texts,
+            &parts,
         );
         let class = Registry::builtin()
             .get(&capability)
@@ -1686,7 +1837,37 @@ impl Agent {
             started_by: None,
             note: None,
             cancel_sent: false,
+            files: parts,
         };
+        if !files.is_empty() {
+            // §5.5: a request with the owner's files is held for the same
+            // release gate as a result; never passed by a policy or
+            // auto-approve (§5.5.1).
+            let sources = files
+                .iter()
+                .map(|f| crate::task::FileSource {
+                    sha256: f.part.sha256(),
+                    source: f.source.clone(),
+                })
+                .collect();
+            let mut t = t;
+            t.gate = Some(OpenGate::Release {
+                draft: Draft::Request {
+                    message: p,
+                    sources,
+                },
+                code: None,
+            });
+            self.task_put(t.clone());
+            let ev = self.task_event(&t, "draft");
+            self.tell(ev);
+            return Ok(json!({
+                "task_id": task_id, "context_id": context_id, "to": to,
+                "capability": capability, "state": "submitted", "sent": false,
+                "waiting_for_you": "release",
+                "expires": rdv_proto::time::format_time(expires),
+            }));
+        }
         self.task_put(t);
         self.task_send(&to, &p, ctx)?;
         Ok(json!({
@@ -1729,11 +1910,70 @@ impl Agent {
             Ok(parts)
         };
         let draft = match submit {
+            Submit::ResultWithFiles {
+                texts,
+                data,
+                name,
+                more,
+                files,
+            } if !files.is_empty() => {
+                // §7.7: files only to a peer whose card lists the files URI.
+                let lists = self.state.contact(&t.peer).is_some_and(|c| {
+                    c.card
+                        .get("capabilities")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().any(|x| x == rdv_proto::consts::EXT_FILES))
+                });
+                if !lists {
+                    return Err(Error::Refused(
+                        "the peer's card does not list the files extension (SPEC §7.7)".into(),
+                    ));
+                }
+                check_texts(&texts, rdv_proto::consts::A2A_MAX_PARTS - 1)?;
+                let mut parts: Vec<Part> = texts.iter().cloned().map(Part::Text).collect();
+                if let Some(d) = data {
+                    if let Some(s) = shape {
+                        check_result_data(s, &d).map_err(|e| Error::Input(e.to_string()))?;
+                    }
+                    parts.push(Part::Data(d));
+                }
+                let sources: Vec<crate::task::FileSource> = files
+                    .iter()
+                    .map(|f| crate::task::FileSource {
+                        sha256: f.part.sha256(),
+                        source: f.source.clone(),
+                    })
+                    .collect();
+                parts.extend(files.into_iter().map(|f| Part::File(Box::new(f.part))));
+                if parts.len() > rdv_proto::consts::A2A_MAX_PARTS {
+                    return Err(Error::Input(format!(
+                        "at most {} parts (text, data and files) per artifact",
+                        rdv_proto::consts::A2A_MAX_PARTS
+                    )));
+                }
+                Draft::Artifact {
+                    artifact: crate::task::artifact_object(
+                        &ctx.uuid(),
+                        name.as_deref(),
+                        &t.capability,
+                        &parts,
+                    ),
+                    complete: !more,
+                    sources,
+                }
+            }
             Submit::Result {
                 texts,
                 data,
                 name,
                 more,
+            }
+            | Submit::ResultWithFiles {
+                texts,
+                data,
+                name,
+                more,
+                ..
             } => {
                 let parts = parts_of(&texts, data, rdv_proto::consts::A2A_MAX_PARTS - 1)?;
                 Draft::Artifact {
@@ -1744,6 +1984,7 @@ impl Agent {
                         &parts,
                     ),
                     complete: !more,
+                    sources: Vec::new(),
                 }
             }
             Submit::Question { texts, data } => {
@@ -1781,9 +2022,17 @@ impl Agent {
             Some(OpenGate::Release { code, .. }) => code.clone(),
             _ => None,
         };
+        // §5.5, §5.5.1: a file of the owner's leaves only with the owner's
+        // own approval at this gate: no policy or auto-approve passes it.
+        let owner_files = matches!(&draft, Draft::Artifact { sources, .. } if !sources.is_empty());
         t.gate = Some(OpenGate::Release { draft, code: kept });
         t.updated = ctx.now;
-        if let Some(p) = self.task_release_pass(&t, ctx) {
+        let pass = if owner_files {
+            None
+        } else {
+            self.task_release_pass(&t, ctx)
+        };
+        if let Some(p) = pass {
             self.task_release(t.clone(), Some(p.via), ctx)?;
             let state = self
                 .state
@@ -1816,7 +2065,9 @@ impl Agent {
         t.gate = None;
         t.updated = ctx.now;
         match draft {
-            Draft::Artifact { artifact, complete } => {
+            Draft::Artifact {
+                artifact, complete, ..
+            } => {
                 let p = crate::task::artifact_payload(&t.task_id, &t.context_id, &artifact);
                 if let Some(v) = via {
                     self.audit_pass(&t, GateStep::Release, &digest, Some(&p), v, ctx);
@@ -1843,6 +2094,10 @@ impl Agent {
                     t.state = TaskState::Completed;
                     self.task_send_status(&t, None, ctx)?;
                 }
+            }
+            Draft::Request { message, .. } => {
+                // Our own request, released by the owner's code (§5.5).
+                self.task_send(&t.peer.clone(), &message, ctx)?;
             }
             Draft::Status {
                 state,

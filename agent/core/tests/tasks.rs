@@ -532,7 +532,7 @@ fn an_unimplemented_capability_is_answered_unsupported_without_state() {
 }
 
 #[test]
-fn an_unknown_key_in_the_data_is_unsupported_and_a_file_part_too() {
+fn an_unknown_key_in_the_data_is_unsupported_and_a_hashless_file_part_refused() {
     let mut net = contacts(scope());
     for (data, file) in [
         (
@@ -555,11 +555,18 @@ fn an_unknown_key_in_the_data_is_unsupported_and_a_file_part_too() {
         let ev = net.forge(JOHN, OMER, &p);
         net.inject(OMER, &ev);
         let st = statuses(&net, OMER, JOHN, &id);
-        assert_eq!(st.len(), 1, "one unsupported reply");
-        assert_eq!(
-            st[0]["metadata"][A2A_UNSUPPORTED_KEY]["verb"],
-            "task/request"
-        );
+        assert_eq!(st.len(), 1, "one reply");
+        if file {
+            // §7.7: a FilePart with neither bytes nor sha256 and size is
+            // refused (the files extension is supported, so not unsupported).
+            assert_eq!(st[0]["status"]["state"], "rejected");
+            assert_eq!(reason(&st[0]), "input");
+        } else {
+            assert_eq!(
+                st[0]["metadata"][A2A_UNSUPPORTED_KEY]["verb"],
+                "task/request"
+            );
+        }
     }
     assert_eq!(exec_tasks(&net), 0);
 }
@@ -1157,12 +1164,14 @@ fn the_gate_digests_cover_what_the_human_was_shown() {
     let a = Draft::Artifact {
         artifact: json!({"artifactId": uuid(), "parts": [{"kind": "text", "text": "ok"}]}),
         complete: true,
+        sources: Vec::new(),
     };
     let r = release_digest(&t, &a);
     assert_ne!(r, d, "start and release digests are separated");
     let b = Draft::Artifact {
         artifact: json!({"artifactId": uuid(), "parts": [{"kind": "text", "text": "ok"}]}),
         complete: false,
+        sources: Vec::new(),
     };
     assert_ne!(
         release_digest(&t, &b),

@@ -269,6 +269,46 @@ pub const EXT_TASKS: &str = "https://rendezvous.nesher.co/ext/tasks/v1";
 pub const EXT_REQUEST: &str = "https://rendezvous.nesher.co/ext/request/v1";
 /// §7.7: the files extension (a profile extension on FilePart).
 pub const EXT_FILES: &str = "https://rendezvous.nesher.co/ext/files/v1";
+// ---- Files (§7.7) -----------------------------------------------------------
+
+/// §7.7: a URL (uri, mirrors) is at most 2,048 characters, https, with a
+/// host and no userinfo.
+pub const FILES_URL_MAX_CHARS: usize = 2_048;
+/// §7.7: mirrors lists at most 8 other URLs for the same bytes.
+pub const FILES_MAX_MIRRORS: usize = 8;
+/// §7.7: p2p names at most 8 transfer protocols, each `<name>/<version>`.
+pub const FILES_MAX_P2P: usize = 8;
+/// §7.7: the one blob cipher, its key and nonce lengths, and its tag.
+pub const FILES_ENC_ALG: &str = "aes256gcm";
+pub const FILES_KEY_LEN: usize = 32;
+pub const FILES_NONCE_LEN: usize = 12;
+pub const FILES_TAG_LEN: usize = 16;
+/// §7.7: the associated data of a file's AES-256-GCM encryption.
+pub const FILES_BLOB_AAD: &[u8] = b"rdv1/blob";
+/// §7.7, §5.6 rule 5: a display name is kept to 255 characters (our bound).
+pub const FILES_NAME_MAX_CHARS: usize = 255;
+/// §7.7: a bare type/subtype, each at most 127 characters (RFC 6838).
+pub const FILES_MIME_PART_MAX_CHARS: usize = 127;
+/// §7.7 (reference, NOTES 77): the receiver's own cap on a fetched file.
+pub const FILES_FETCH_MAX_BYTES: u64 = 25 * 1024 * 1024;
+/// §7.7: at most 3 redirects per fetch.
+pub const FILES_FETCH_MAX_REDIRECTS: usize = 3;
+/// §7.7 (reference): fetched files are kept under the home in
+/// `files/incoming/<task>/`, each name ending in this suffix.
+pub const FILES_QUARANTINE_DIR: &str = "files/incoming";
+pub const FILES_QUARANTINE_SUFFIX: &str = ".quarantine";
+/// §7.7 Direct transfer: the payload type of the negotiation messages.
+pub const TRANSFER_TYPE: &str = "rdv/transfer";
+/// §7.7: 16 messages per transfer (the 17th aborts it).
+pub const TRANSFER_MAX_MESSAGES: u32 = 16;
+/// §7.7: `data` is at most 16 KiB as canonical JSON, nested at most 16 deep.
+pub const TRANSFER_MAX_DATA_BYTES: usize = 16 * 1024;
+pub const TRANSFER_MAX_DEPTH: usize = 16;
+/// §7.7: a propose names 1 to 8 protocols.
+pub const TRANSFER_MAX_PROTOCOLS: usize = 8;
+/// §7.7: an abort's reason is at most 200 characters, display only.
+pub const TRANSFER_REASON_MAX_CHARS: usize = 200;
+
 /// §7.5 rule 5: the metadata key of the unsupported reply.
 pub const A2A_UNSUPPORTED_KEY: &str = "https://rendezvous.nesher.co/ext/meetings/v1/unsupported";
 /// §7.6.2: the metadata key of a machine reason on a status update.

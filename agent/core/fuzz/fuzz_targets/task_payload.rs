@@ -129,6 +129,7 @@ fn check(v: &Value) {
             capability,
             input,
             texts,
+            files,
             ..
         }) => {
             assert!(capability.starts_with("https://") && capability.len() <= 200);
@@ -153,15 +154,17 @@ fn check(v: &Value) {
                 &capability,
                 data,
                 &texts,
+                &files,
             );
             match task::parse_payload(&again) {
                 Parsed::Task(Incoming::Request {
                     capability: c2,
                     input: i2,
                     texts: t2,
+                    files: f2,
                     ..
                 }) => {
-                    assert_eq!((c2, i2, t2), (capability, input, texts));
+                    assert_eq!((c2, i2, t2, f2), (capability, input, texts, files));
                 }
                 other => panic!("our own request does not read back: {other:?}"),
             }
