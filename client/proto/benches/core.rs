@@ -231,7 +231,7 @@ fn fastest(rounds: usize, reps: usize, fs: &mut [&mut dyn FnMut()]) -> Vec<f64> 
 fn ratios() {
     let f = fixture();
     let p = prims();
-    let (rounds, reps) = (60, 16);
+    let (rounds, reps) = (400, 4);
     println!(
         "\nratios (fastest of {rounds} alternating rounds of {reps} calls, same process; µs per operation)"
     );
