@@ -217,6 +217,12 @@ fn view(rt: &Runtime, t: &Task) -> Value {
         })
     });
     v["auto_approve"] = auto.unwrap_or(Value::Null);
+    // §7.7: a request's files as the gate shows them, the peer's words marked.
+    if let Some(Value::Array(files)) = v.get_mut("files") {
+        for f in files.iter_mut() {
+            *f = super::files::peer_file(f.take());
+        }
+    }
     match &t.gate {
         Some(OpenGate::Start { .. }) if t.is_open() => {
             v["request"] = json!({
@@ -257,6 +263,18 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
             let r = tref(rt, &a)?;
             let t = find(rt, &r)?;
             let mut v = read_view(&t);
+            // §7.7: a result's file URLs are the peer's words too.
+            if let Some(Value::Array(arts)) = v.get_mut("artifacts") {
+                for p in arts
+                    .iter_mut()
+                    .filter_map(|a| a.get_mut("parts").and_then(Value::as_array_mut))
+                    .flatten()
+                {
+                    if let Some(f) = p.get_mut("file") {
+                        *f = super::files::peer_file(f.take());
+                    }
+                }
+            }
             v["peer"] = json!(t.peer);
             v["fingerprint"] = json!(t.peer.fingerprint());
             v["capability"] = json!(t.capability);

@@ -404,7 +404,14 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     for what in [pn["sha256"], pp["sha256"], plan_url, os.path.realpath(note_path), os.path.realpath(plan_path),
                  "note.txt", "q4-plan.pdf", f"size {len(note_text)}", f"size {os.path.getsize(copy)}", b["id"]]:
         check(what in form, f"the release form shows {what}", form)
-    await bob.wait_event("task", lambda e: e["task_id"] == tf and e["step"] == "artifact")
+    ev, _ = await bob.wait_event("task", lambda e: e["task_id"] == tf and e["step"] == "artifact")
+    check({f["name"]["untrusted_peer_text"] for f in ev["files"]} == {"note.txt", "q4-plan.pdf"}
+          and [f["uri"] for f in ev["files"] if f["uri"]] == [{"untrusted_peer_text": plan_url}],
+          "the artifact event lists the files, the peer's name and URL marked, nothing fetched", ev)
+    r = await bob.ok("rdv_task", {"action": "read", "task_id": tf})
+    got_files = [p["file"] for a in r["artifacts"] for p in a["parts"] if "file" in p]
+    check(len(got_files) == 2 and all(isinstance(f["name"], dict) and (f["uri"] is None or isinstance(f["uri"], dict)) for f in got_files),
+          "read shows the result's files, the peer's words marked", got_files)
     fl = await bob.ok("rdv_file", {"action": "list"})
     mine = [x for x in fl["in_tasks"] if x["task_id"] == tf]
     check(len(mine) == 2 and all(x["fetched"] is None for x in mine) and fl["direct_transfer"] is False and fl["transfers_waiting"] == [],
