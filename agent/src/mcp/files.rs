@@ -36,7 +36,8 @@ pub enum FileAction {
 #[serde(deny_unknown_fields)]
 pub struct FileArgs {
     pub action: FileAction,
-    /// prepare: the file the human named (refused inside a Rendezvous home).
+    /// prepare: the file the human named, an absolute path (refused inside
+    /// a Rendezvous home).
     pub path: Option<String>,
     /// prepare: the name the peer is shown (default the file's own);
     /// fetch: which file of the task, by its name.
@@ -99,6 +100,13 @@ fn prepare(server: &Server, a: &FileArgs) -> Result<Value> {
         .as_deref()
         .ok_or_else(|| Error::Input("give path: the file the human named".into()))?;
     let path = PathBuf::from(path);
+    // The server's working directory is the client's business: a relative
+    // path could name another file than the one the human meant.
+    if !path.is_absolute() {
+        return Err(Error::Input(
+            "give the file's absolute path, as the human named it".into(),
+        ));
+    }
     let inline = a.plain.unwrap_or(false);
     // The copy to upload goes next to the file (the human's own folder).
     let out = if inline {

@@ -361,6 +361,8 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     check(err and "start gate has not been passed" in v["error"], "no fetch for a task whose start the human did not approve", v)
     v, _, err = await alice.call("rdv_file", {"action": "prepare", "path": os.path.join(home_alice, "agent.key"), "plain": True})
     check(err and "inside a Rendezvous home" in v["error"], "prepare refuses a path inside the home (the key file)", v)
+    v, _, err = await alice.call("rdv_file", {"action": "prepare", "path": "agent.key", "plain": True})
+    check(err and "absolute path" in v["error"], "prepare takes absolute paths only", v)
     v, _, err = await alice.call("rdv_file", {"action": "decline-transfer", "transfer_id": "no-such-transfer"})
     check(err and "no transfer no-such-transfer waits for you" in v["error"], "declining an unknown transfer says so", v)
     note_path, plan_path = os.path.join(WORK, "note.txt"), os.path.join(WORK, "plan.pdf")
