@@ -226,9 +226,14 @@ pub fn prepare(
             copy: Some(copy.display().to_string()),
         }
     };
-    let body = serde_json::to_vec(&p).map_err(|e| Error::Input(e.to_string()))?;
-    write_private(&prepared_path(home, &p.sha256), &body)?;
+    keep_prepared(home, &p)?;
     Ok(p)
+}
+
+/// Keeps (or rewrites) a prepared file's record, mode 600.
+pub fn keep_prepared(home: &Path, p: &Prepared) -> Result<()> {
+    let body = serde_json::to_vec(p).map_err(|e| Error::Input(e.to_string()))?;
+    write_private(&prepared_path(home, &p.sha256), &body)
 }
 
 fn prepared_all(home: &Path) -> Vec<Prepared> {
@@ -290,9 +295,76 @@ pub fn own_file(home: &Path, arg: &str) -> Result<OwnFile> {
     })
 }
 
+/// Prepared files as `rdv file list` shows them (never their keys).
+pub fn prepared_views(home: &Path) -> Vec<Value> {
+    prepared_all(home)
+        .iter()
+        .map(|p| {
+            json!({"sha256": p.sha256, "name": p.name, "size": p.plain_size,
+                "source": p.source, "inline": p.inline.is_some(), "encrypted_copy": p.copy})
+        })
+        .collect()
+}
+
+/// Every file in the tasks as `rdv file list` shows it: as the gate shows
+/// it (never a key), its task and role, and where it was saved if fetched.
+/// The name is the peer's, unmarked: a front-end marks it.
+pub fn task_file_views(home: &Path, rt: &Runtime) -> Vec<Value> {
+    let mut in_tasks = Vec::new();
+    for t in rt.agent().state.tasks.tasks.values() {
+        for f in task_files(t) {
+            let saved = saved_path(home, t, &f);
+            let mut v = f.shown();
+            v["task_id"] = json!(t.task_id);
+            v["role"] = json!(match t.role {
+                Role::Executor => "executor",
+                Role::Requester => "requester",
+            });
+            v["fetched"] = json!(saved.exists().then(|| saved.display().to_string()));
+            in_tasks.push(v);
+        }
+    }
+    in_tasks
+}
+
+/// Fetches `files` of `t` (which passed `may_fetch`) into the quarantine
+/// (§7.7): https only, public addresses only, 25 MiB, hash and decryption
+/// checked. Each comes back as shown, with where it was saved and, when
+/// short UTF-8, its text marked as peer text (§5.6).
+pub async fn fetch_into_quarantine(
+    home: &Path,
+    t: &Task,
+    files: Vec<FilePart>,
+) -> Result<Vec<Value>> {
+    if files.is_empty() {
+        return Err(Error::Input("no such file in that task".into()));
+    }
+    let dns = Dns::from_env()?;
+    let resolver: Arc<dyn crate::fetch::Resolve> = match DnsResolve::new(&dns)? {
+        Some(r) => Arc::new(r),
+        None => Arc::new(crate::fetch::DnsOff),
+    };
+    let fetcher = Fetcher::new(resolver, AddressPolicy::public_only());
+    let mut out = Vec::new();
+    for f in files {
+        let plain = fetcher.fetch(&f).await?;
+        let path = save_quarantined(home, &t.task_id, &f, &plain)?;
+        let mut v = f.shown();
+        v["saved"] = json!(path.display().to_string());
+        // Short text only, marked as peer text (§7.7, §5.6).
+        if plain.len() <= SHORT_TEXT_MAX_BYTES
+            && let Ok(s) = std::str::from_utf8(&plain)
+        {
+            v["text"] = json!(UntrustedPeerText::new(s));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
 /// The files of a task: the request's and inputs' (executor), or those of
 /// its results (requester).
-fn task_files(t: &Task) -> Vec<FilePart> {
+pub fn task_files(t: &Task) -> Vec<FilePart> {
     match t.role {
         Role::Executor => t.files.clone(),
         Role::Requester => t
@@ -305,7 +377,7 @@ fn task_files(t: &Task) -> Vec<FilePart> {
     }
 }
 
-fn find_task(rt: &Runtime, s: &str) -> Result<Task> {
+pub fn find_task(rt: &Runtime, s: &str) -> Result<Task> {
     let hits: Vec<&Task> = rt
         .agent()
         .state
@@ -383,12 +455,9 @@ pub fn start_gate_lines(t: &Task) -> Vec<String> {
         .collect()
 }
 
-/// The release gate's lines: the draft with each file shown instead of its
-/// wire form (no key on the screen), then each file of yours that would
-/// leave: name, size, sha256, URL, the local file it was read from, and
-/// the recipient (§5.5, §7.7).
-pub fn release_gate_lines(t: &Task, draft: &rdv_agent_core::task::Draft) -> Vec<String> {
-    use rdv_agent_core::task::Draft;
+/// A draft's content with each file part as the gate shows it: no key
+/// ever leaves in what a human or a model is shown (§7.7).
+pub fn draft_shown(draft: &rdv_agent_core::task::Draft) -> Value {
     let mut content = draft.content();
     let at = if content.get("request").is_some() {
         "/request/message/parts"
@@ -404,6 +473,16 @@ pub fn release_gate_lines(t: &Task, draft: &rdv_agent_core::task::Draft) -> Vec<
             }
         }
     }
+    content
+}
+
+/// The release gate's lines: the draft with each file shown instead of its
+/// wire form (no key on the screen), then each file of yours that would
+/// leave: name, size, sha256, URL, the local file it was read from, and
+/// the recipient (§5.5, §7.7).
+pub fn release_gate_lines(t: &Task, draft: &rdv_agent_core::task::Draft) -> Vec<String> {
+    use rdv_agent_core::task::Draft;
+    let content = draft_shown(draft);
     let s = rdv_proto::canon::to_string(&content).unwrap_or_default();
     let mut out = vec![format!("  draft to release: {}", terminal_safe(&s))];
     let (parts, sources) = match draft {
@@ -483,27 +562,8 @@ pub async fn run(cmd: FileCommandArgs, g: &Global) -> Result<()> {
         }
         FileCommandArgs::List => {
             let rt = Runtime::open(home.clone(), Options::default()).await?;
-            let prepared: Vec<Value> = prepared_all(home.dir())
-                .iter()
-                .map(|p| {
-                    json!({"sha256": p.sha256, "name": p.name, "size": p.plain_size,
-                        "source": p.source, "inline": p.inline.is_some(), "encrypted_copy": p.copy})
-                })
-                .collect();
-            let mut in_tasks = Vec::new();
-            for t in rt.agent().state.tasks.tasks.values() {
-                for f in task_files(t) {
-                    let saved = saved_path(home.dir(), t, &f);
-                    let mut v = f.shown();
-                    v["task_id"] = json!(t.task_id);
-                    v["role"] = json!(match t.role {
-                        Role::Executor => "executor",
-                        Role::Requester => "requester",
-                    });
-                    v["fetched"] = json!(saved.exists().then(|| saved.display().to_string()));
-                    in_tasks.push(v);
-                }
-            }
+            let prepared = prepared_views(home.dir());
+            let in_tasks = task_file_views(home.dir(), &rt);
             let dt = rt
                 .agent()
                 .state
@@ -524,30 +584,8 @@ pub async fn run(cmd: FileCommandArgs, g: &Global) -> Result<()> {
                 .into_iter()
                 .filter(|f| sha.as_deref().is_none_or(|s| f.sha256().starts_with(s)))
                 .collect();
-            if files.is_empty() {
-                return Err(Error::Input("no such file in that task".into()));
-            }
             drop(rt);
-            let dns = Dns::from_env()?;
-            let resolver: Arc<dyn crate::fetch::Resolve> = match DnsResolve::new(&dns)? {
-                Some(r) => Arc::new(r),
-                None => Arc::new(crate::fetch::DnsOff),
-            };
-            let fetcher = Fetcher::new(resolver, AddressPolicy::public_only());
-            let mut out = Vec::new();
-            for f in files {
-                let plain = fetcher.fetch(&f).await?;
-                let path = save_quarantined(home.dir(), &t.task_id, &f, &plain)?;
-                let mut v = f.shown();
-                v["saved"] = json!(path.display().to_string());
-                // Short text only, marked as peer text (§7.7, §5.6).
-                if plain.len() <= SHORT_TEXT_MAX_BYTES
-                    && let Ok(s) = std::str::from_utf8(&plain)
-                {
-                    v["text"] = json!(UntrustedPeerText::new(s));
-                }
-                out.push(v);
-            }
+            let out = fetch_into_quarantine(home.dir(), &t, files).await?;
             print(g, &json!({"task_id": t.task_id, "fetched": out}))
         }
         FileCommandArgs::DirectTransfer { action, transfer } => {

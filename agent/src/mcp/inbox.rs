@@ -92,6 +92,22 @@ fn event_value(cursor: u64, e: &Event) -> Value {
                 serde_json::to_value(UntrustedPeerText::new(&r)).unwrap_or(Value::Null),
             );
         }
+        // §7.7: a file's name, type and URLs, and a transfer's protocols,
+        // are the peer's words.
+        if let Some(Value::Array(files)) = m.get_mut("files") {
+            for f in files.iter_mut() {
+                *f = super::files::peer_file(f.take());
+            }
+        }
+        if matches!(e, Event::Transfer { .. })
+            && let Some(Value::Array(ps)) = m.get_mut("protocols")
+        {
+            for x in ps.iter_mut() {
+                if let Some(s) = x.as_str() {
+                    *x = serde_json::to_value(UntrustedPeerText::new(s)).unwrap_or(Value::Null);
+                }
+            }
+        }
     }
     v
 }

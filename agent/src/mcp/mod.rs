@@ -13,6 +13,7 @@
 
 pub mod auto_approve;
 pub mod consent;
+pub mod files;
 pub mod inbox;
 pub mod negotiate;
 pub mod results;

@@ -6,7 +6,11 @@
 //! human was shown (`gate::open_gate`), the same digest `rdv task approve`
 //! and `rdv task release --code` use, so a re-request under the same task
 //! ID or a changed draft approves nothing. Peer text reaches the model
-//! only as `untrusted_peer_text`. Files (§7.7) are not part of this tool yet.
+//! only as `untrusted_peer_text`. Files (§7.7): a result may attach files
+//! the human had prepared (`rdv_file prepare`); they leave only through the
+//! release gate, which shows each one (name, size, sha256, URL, source,
+//! recipient). No draft, gate or result shows a file key. This server
+//! attaches no files to a request (the reference's rule).
 
 use rdv_agent_core::Command;
 use rdv_agent_core::gate::{GateStep, open_gate};
@@ -66,6 +70,17 @@ pub enum SubmitKind {
     Finish,
 }
 
+/// A prepared file attached by reference (§7.7): its encrypted copy was
+/// uploaded by the human to `url`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileRef {
+    /// The sha256 rdv_file prepare gave (8 or more leading hex digits).
+    pub sha256: String,
+    /// The https URL the human uploaded the encrypted copy to.
+    pub url: String,
+}
+
 /// `rdv_task`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +111,14 @@ pub struct TaskArgs {
     pub kind: Option<SubmitKind>,
     /// submit (result): the artifact's name.
     pub name: Option<String>,
+    /// submit (result): files prepared with rdv_file prepare (not plain),
+    /// each by sha256 and the https URL the human uploaded the copy to.
+    /// They leave only when the human approves the release.
+    pub files: Option<Vec<FileRef>>,
+    /// submit (result): files prepared with rdv_file prepare plain (at
+    /// most 16 KiB each, inside the envelope), by sha256. They leave only
+    /// when the human approves the release.
+    pub inline_files: Option<Vec<String>>,
     /// submit (result): false when more results follow (default true).
     pub complete: Option<bool>,
     /// list: also finished tasks.
@@ -194,6 +217,12 @@ fn view(rt: &Runtime, t: &Task) -> Value {
         })
     });
     v["auto_approve"] = auto.unwrap_or(Value::Null);
+    // §7.7: a request's files as the gate shows them, the peer's words marked.
+    if let Some(Value::Array(files)) = v.get_mut("files") {
+        for f in files.iter_mut() {
+            *f = super::files::peer_file(f.take());
+        }
+    }
     match &t.gate {
         Some(OpenGate::Start { .. }) if t.is_open() => {
             v["request"] = json!({
@@ -202,7 +231,8 @@ fn view(rt: &Runtime, t: &Task) -> Value {
             });
         }
         Some(OpenGate::Release { draft, .. }) if t.is_open() => {
-            v["draft"] = draft.content();
+            // Each file as the gate shows it: never its key (§7.7).
+            v["draft"] = crate::file_cmd::draft_shown(draft);
         }
         _ => {}
     }
@@ -233,6 +263,18 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
             let r = tref(rt, &a)?;
             let t = find(rt, &r)?;
             let mut v = read_view(&t);
+            // §7.7: a result's file URLs are the peer's words too.
+            if let Some(Value::Array(arts)) = v.get_mut("artifacts") {
+                for p in arts
+                    .iter_mut()
+                    .filter_map(|a| a.get_mut("parts").and_then(Value::as_array_mut))
+                    .flatten()
+                {
+                    if let Some(f) = p.get_mut("file") {
+                        *f = super::files::peer_file(f.take());
+                    }
+                }
+            }
             v["peer"] = json!(t.peer);
             v["fingerprint"] = json!(t.peer.fingerprint());
             v["capability"] = json!(t.capability);
@@ -240,6 +282,11 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
             Ok(v)
         }
         TaskAction::Request => {
+            if a.files.is_some() || a.inline_files.is_some() {
+                return Err(Error::Input(
+                    "rdv_task attaches no files to a request: the human does that in their terminal (rdv task request --file)".into(),
+                ));
+            }
             let to = contact_ref(rt, a.agent_id.as_deref(), a.to.as_deref())?;
             let capability = capability_of(a.capability.as_deref().unwrap_or("request"));
             let input = input_of(a.data, a.input)?;
@@ -283,6 +330,12 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
         TaskAction::Submit => {
             let task = tref(rt, &a)?;
             let t = find(rt, &task)?;
+            let files = own_files(rt, a.files, a.inline_files)?;
+            let kind = a.kind.unwrap_or(SubmitKind::Result);
+            if !files.is_empty() && kind != SubmitKind::Result {
+                return Err(Error::Input("files go with a result only".into()));
+            }
+            let with_files = !files.is_empty();
             let texts = text_parts(a.text);
             let data = a
                 .data
@@ -296,12 +349,13 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
                     })
                 })
                 .transpose()?;
-            let submit = match a.kind.unwrap_or(SubmitKind::Result) {
-                SubmitKind::Result => Submit::Result {
+            let submit = match kind {
+                SubmitKind::Result => Submit::ResultWithFiles {
                     texts,
                     data,
                     name: a.name,
                     more: !a.complete.unwrap_or(true),
+                    files,
                 },
                 SubmitKind::Question => Submit::Question { texts, data },
                 SubmitKind::Finish => {
@@ -320,6 +374,20 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
                     submit,
                 }))
                 .await?;
+            if with_files {
+                // The human's log names each file that would leave (§7.7).
+                let now = find(rt, &task)?;
+                let lines = file_lines(&now);
+                if !lines.is_empty() {
+                    notice(&format!(
+                        "task {} for {} ({}): your assistant attached files to a draft; they leave only if you approve the release: {}",
+                        now.task_id,
+                        who(rt, &now),
+                        now.peer.fingerprint(),
+                        lines.join(" ")
+                    ));
+                }
+            }
             if v.get("released") == Some(&Value::Bool(false)) {
                 v["next"] = json!(
                     "The draft waits for the human's release: call rdv_task approve-release (a form, or a confirm phrase shown to them)."
@@ -330,6 +398,50 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
         TaskAction::ApproveStart | TaskAction::ApproveRelease => {
             Err(Error::Input("a gate is not a plain action".into()))
         }
+    }
+}
+
+/// `files` and `inline_files` as parts of ours to attach (§7.7), each a
+/// file the human prepared; the library's `--file` rules (`file_cmd`).
+fn own_files(
+    rt: &Runtime,
+    files: Option<Vec<FileRef>>,
+    inline: Option<Vec<String>>,
+) -> Result<Vec<rdv_agent_core::task::OwnFile>> {
+    let home = rt.home().dir();
+    let mut out = Vec::new();
+    for f in files.unwrap_or_default() {
+        if f.sha256.contains('=') {
+            return Err(Error::Input("files: sha256 is hex digits".into()));
+        }
+        out.push(crate::file_cmd::own_file(
+            home,
+            &format!("{}={}", f.sha256, f.url),
+        )?);
+    }
+    for sha in inline.unwrap_or_default() {
+        if sha.contains('=') {
+            return Err(Error::Input(
+                "inline_files takes sha256s only; a file with a URL goes in files".into(),
+            ));
+        }
+        out.push(crate::file_cmd::own_file(home, &sha)?);
+    }
+    Ok(out)
+}
+
+/// The gate's file lines (§7.7): a request's files (peer-written names
+/// marked), or each file of ours that would leave with its name, size,
+/// sha256, URL, source and recipient.
+fn file_lines(t: &Task) -> Vec<String> {
+    match &t.gate {
+        Some(OpenGate::Start { .. }) => crate::file_cmd::start_gate_lines(t),
+        Some(OpenGate::Release { draft, .. }) => crate::file_cmd::release_gate_lines(t, draft)
+            .into_iter()
+            .skip(1)
+            .map(|l| l.trim().to_string())
+            .collect(),
+        None => Vec::new(),
     }
 }
 
@@ -354,7 +466,9 @@ fn gate_lines(t: &Task) -> Vec<String> {
             }
         }
         Some(OpenGate::Release { draft, .. }) => {
-            let s = rdv_proto::canon::to_string(&draft.content()).unwrap_or_default();
+            // Files as shown, never their keys (§7.7).
+            let s = rdv_proto::canon::to_string(&crate::file_cmd::draft_shown(draft))
+                .unwrap_or_default();
             out.push(format!(
                 "Draft to send (written by your assistant): {}",
                 terminal_safe(&bounded(&s, 2000))
@@ -362,6 +476,7 @@ fn gate_lines(t: &Task) -> Vec<String> {
         }
         None => {}
     }
+    out.extend(file_lines(t));
     out
 }
 
@@ -623,12 +738,18 @@ async fn by_code(
     let state = v.get("state").cloned().unwrap_or(Value::Null);
     Ok(ok(match verdict.as_str() {
         "approved" => {
+            let files = file_lines(t);
             notice(&format!(
-                "task {} from {} ({}): {} gate approved by {via}",
+                "task {} from {} ({}): {} gate approved by {via}{}",
                 t.task_id,
                 who(rt, t),
                 t.peer.fingerprint(),
-                step.as_str()
+                step.as_str(),
+                if step == GateStep::Release && !files.is_empty() {
+                    format!("; files released: {}", files.join(" "))
+                } else {
+                    String::new()
+                }
             ));
             json!({
                 "approved": true, "via": via, "task_id": t.task_id,

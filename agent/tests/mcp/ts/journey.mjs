@@ -86,7 +86,11 @@ for (const name of ['rdv_negotiate', 'rdv_task']) {
   check(t && t.inputSchema.properties.confirm_phrase && t.inputSchema.required.includes('action'), `${name} is listed, with action and confirm_phrase`);
 }
 const task = tools.find((t) => t.name === 'rdv_task');
-check(!task.inputSchema.properties.files && !task.inputSchema.properties.inline_files, 'rdv_task takes no files yet (SPEC §7.7)');
+check(task.inputSchema.properties.files && task.inputSchema.properties.inline_files, 'rdv_task takes files and inline_files (SPEC §7.7)');
+const file = tools.find((t) => t.name === 'rdv_file');
+check(file && file.inputSchema.additionalProperties === false && file.inputSchema.required.includes('action')
+  && ['prepare', 'list', 'fetch', 'decline-transfer'].every((a) => JSON.stringify(file.inputSchema).includes(`"${a}"`))
+  && !JSON.stringify(file.inputSchema).includes('accept'), 'rdv_file is listed: prepare, list, fetch, decline-transfer, no accept');
 const auto = tools.find((t) => t.name === 'rdv_auto_approve');
 check(auto && !Object.keys(auto.inputSchema.properties).some((k) => k.includes('pass')), 'rdv_auto_approve has no passphrase argument');
 
