@@ -575,6 +575,17 @@ fn run_latency(
             t.elapsed()
         })
         .collect();
+    // A new WebSocket to the relay, as each `rdv send` opens one.
+    let connect: Vec<Duration> = tokio_rt.block_on(async {
+        let mut v = Vec::new();
+        for _ in 0..20 {
+            let t = Instant::now();
+            let c = client(&relay.url).await;
+            v.push(t.elapsed());
+            c.shutdown().await;
+        }
+        v
+    });
     let mut cli = Vec::new();
     let mut cli_cmd = Vec::new();
     for i in 0..n {
@@ -673,6 +684,7 @@ fn run_latency(
     line("bare kind-30417: publish → relay OK", &bare_ok);
     line("bare kind-30417: publish → other client's sub", &bare);
     line("rdv process floor: `rdv --version`", &floor);
+    line("relay connect (nostr-sdk client, WebSocket)", &connect);
     line("CLI: `rdv send` wall time", &cli_cmd);
     line("CLI: `rdv send` start → A's listener prints", &cli);
     line("`rdv status` on B (process + SQLite open + load)", &status);
@@ -697,13 +709,28 @@ fn run_latency(
         ms(bound99)
     );
     // §7 persistence puts two commits on the way: the sender's before the
-    // publish, the receiver's before it shows the message.
+    // publish, the receiver's before it shows the message. No agent that
+    // keeps that rule can go under this floor, however it is written.
     let durable = bound50 + 2 * pct(&commit, 0.5);
     println!(
-        "  with the two commits §7 puts on the way (bound + 2 × commit p50): {:.3} ms; library p50 is {:.2}× that",
+        "  library floor = bound + the two durable commits §7 puts on the way: {:.3} ms = {:.2}× the bound; library p50 is {:.2}× the floor",
         ms(durable),
+        ms(durable) / ms(bound50),
         ms(pct(&lib, 0.5)) / ms(durable)
     );
+    // A command run as its own process also starts, and opens a WebSocket.
+    let cli_floor = durable + pct(&floor, 0.5) + pct(&connect, 0.5);
+    println!(
+        "  CLI floor = library floor + process start + relay connect: {:.3} ms = {:.2}× the bound; CLI p50 is {:.2}× the floor",
+        ms(cli_floor),
+        ms(cli_floor) / ms(bound50),
+        ms(pct(&cli, 0.5)) / ms(cli_floor)
+    );
+    if ms(durable) / ms(bound50) > 2.0 {
+        println!(
+            "  the target (≤ 2× the bound) is under the floor of this run: it cannot be met on this machine"
+        );
+    }
     for (name, v) in [("library", &lib), ("CLI", &cli)] {
         let (r50, r99) = (
             ms(pct(v, 0.5)) / ms(bound50),

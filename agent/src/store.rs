@@ -41,7 +41,14 @@ const MAX_CONNECTIONS: u32 = 4;
 /// The agent's database.
 #[derive(Debug)]
 pub struct Store {
+    /// Readers (and the migrations).
     pool: SqlitePool,
+    /// The one connection every durable input commits on
+    /// ([`Store::begin`]): always the same one, so its page cache stays
+    /// valid between inputs. A pool of several hands out its connections in
+    /// turn, and each finds its cache stale (another one wrote) and reads
+    /// the pages again.
+    durable: SqlitePool,
     /// One connection whose commits are not fsynced, for the outcomes of
     /// deliveries alone ([`Store::begin_outcome`]); opened on first use.
     relaxed: SqlitePool,
@@ -75,6 +82,9 @@ pub struct Txn<'a> {
     // Declared first, so it is dropped (rolled back) before the writer slot is freed.
     tx: Transaction<'static, Sqlite>,
     store: &'a Store,
+    /// The generation read in this transaction: under `BEGIN IMMEDIATE` no
+    /// one else can change it before the commit, which bumps it.
+    generation: Option<u64>,
     _writer: MutexGuard<'a, ()>,
 }
 
@@ -97,12 +107,22 @@ impl Store {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
+        // A local file's connection does not go stale: no ping before each
+        // use (sqlx's default), which costs a round trip to the connection's
+        // thread per transaction.
         let relaxed = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))
             .connect_lazy_with(opts.clone().synchronous(SqliteSynchronous::Normal));
+        let durable = SqlitePoolOptions::new()
+            .max_connections(1)
+            .test_before_acquire(false)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_lazy_with(opts.clone());
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(opts)
             .await
@@ -123,6 +143,7 @@ impl Store {
         }
         Ok(Store {
             pool,
+            durable,
             relaxed,
             writer: Mutex::new(()),
             inbox_keep: inbox_keep.max(1),
@@ -136,13 +157,14 @@ impl Store {
     pub async fn begin(&self) -> Result<Txn<'_>> {
         let writer = self.writer.lock().await;
         let tx = self
-            .pool
+            .durable
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(|e| db_err(&self.path, e))?;
         Ok(Txn {
             tx,
             store: self,
+            generation: None,
             _writer: writer,
         })
     }
@@ -163,6 +185,7 @@ impl Store {
         Ok(Txn {
             tx,
             store: self,
+            generation: None,
             _writer: writer,
         })
     }
@@ -259,6 +282,7 @@ impl Store {
     /// the last one) to finish.
     pub async fn close(self) {
         self.relaxed.close().await;
+        self.durable.close().await;
         self.pool.close().await;
     }
 
@@ -284,11 +308,16 @@ impl Store {
 impl Txn<'_> {
     /// The generation as of this transaction (the last commit's).
     pub async fn generation(&mut self) -> Result<u64> {
+        if let Some(g) = self.generation {
+            return Ok(g);
+        }
         let row = sqlx::query("SELECT value FROM meta WHERE key = 'generation'")
             .fetch_optional(&mut *self.tx)
             .await
             .map_err(|e| self.err(e))?;
-        parse_generation(&self.store.path, row)
+        let g = parse_generation(&self.store.path, row)?;
+        self.generation = Some(g);
+        Ok(g)
     }
 
     /// Every record, ordered by table and key, for the core to rebuild its
@@ -363,16 +392,19 @@ impl Txn<'_> {
                     .map_err(|_| Error::Store(format!("inbox cursor {cursor} is negative")))?,
             );
         }
-        if !events.is_empty() {
-            // The cursor of the oldest event to keep; NULL (nothing pruned) when fewer.
-            sqlx::query(
-                "DELETE FROM inbox WHERE cursor < \
-                 (SELECT cursor FROM inbox ORDER BY cursor DESC LIMIT 1 OFFSET ?1)",
-            )
-            .bind(i64::from(self.store.inbox_keep - 1))
-            .execute(&mut *self.tx)
-            .await
-            .map_err(|e| self.err(e))?;
+        if let Some(&newest) = cursors.last() {
+            // Cursors only grow and rows go only from the oldest (here), so
+            // the newest `inbox_keep` are the cursors above this one: a
+            // range on the key, where an OFFSET walked up to `inbox_keep`
+            // rows on every commit.
+            let below = i64::try_from(newest)
+                .unwrap_or(i64::MAX)
+                .saturating_sub(i64::from(self.store.inbox_keep));
+            sqlx::query("DELETE FROM inbox WHERE cursor <= ?1")
+                .bind(below)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(|e| self.err(e))?;
         }
         Ok(cursors)
     }

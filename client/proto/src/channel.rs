@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 use crate::consts::{
     CHANNEL_MAX_BUFFERED_PEERS, CHANNEL_MAX_BUFFERED_PER_PEER, CHANNEL_OUTBOX,
-    CHANNEL_RECENT_HASHES, RESTORED_FLOOR_BEFORE_MS, RESTORED_MAX_PER_DAY,
+    CHANNEL_RECENT_HASHES, ENVELOPE_CREATED_MAX_LEAD_SECS, RESTORED_FLOOR_BEFORE_MS,
+    RESTORED_MAX_PER_DAY,
 };
 use crate::doc::obj::Obj;
 use crate::doc::restored::{Restored, RestoredAck};
@@ -558,12 +559,15 @@ impl Outbound {
     /// a receiver that re-synced this chain (§6.4), or holds a restore floor
     /// (§6.4.1), takes only an envelope *newer* than everything it accepted:
     /// a second envelope in the same second would be dropped as a replay.
-    /// A burst therefore runs a few seconds ahead of the clock, far inside
-    /// the 5 minutes a receiver allows.
+    /// A burst therefore runs ahead of the clock, by at most
+    /// [`ENVELOPE_CREATED_MAX_LEAD_SECS`] (far inside the 5 minutes a
+    /// receiver allows); past that, envelopes share a `created` until the
+    /// clock catches up, and only a re-sync in that very burst could drop one.
     pub fn next_created(&self, now: Instant) -> Instant {
         let now = now.replace_nanosecond(0).unwrap_or(now);
+        let lead = now + time::Duration::seconds(ENVELOPE_CREATED_MAX_LEAD_SECS);
         match self.outbox.back() {
-            Some(s) if s.created >= now => s.created + time::Duration::seconds(1),
+            Some(s) if s.created >= now => (s.created + time::Duration::seconds(1)).min(lead),
             _ => now,
         }
     }
@@ -1646,6 +1650,16 @@ mod tests {
         }
         // Once the clock passes the burst, it is the clock again.
         assert_eq!(out.next_created(t(40)), t(40));
+        // A long burst within one second stops 60 s ahead, never further
+        // (receivers refuse 5 minutes ahead, §6.4), and never goes back.
+        let mut last = t(40);
+        for i in 0..200u64 {
+            let c = out.next_created(t(40) + half);
+            assert!(c >= last && c <= t(100), "{i}: {c}");
+            out.record(&header(i + 10, None, h(i, "b"), c), json!({}));
+            last = c;
+        }
+        assert_eq!(last, t(100));
     }
 
     #[test]

@@ -147,6 +147,10 @@ pub const ENVELOPE_MAX_TTL_SECS: i64 = 7 * 24 * 3600;
 pub const ENVELOPE_DEFAULT_TTL: &str = "48h";
 /// §6.4: `created` at most 5 minutes ahead of the receiver's clock.
 pub const ENVELOPE_MAX_AHEAD_SECS: i64 = 5 * 60;
+/// Our senders' bound (§6.4): how far a burst may push a channel's `created`
+/// ahead of the clock to keep each envelope newer than the last (see
+/// `Outbound::next_created`), well inside the 5 minutes receivers allow.
+pub const ENVELOPE_CREATED_MAX_LEAD_SECS: i64 = 60;
 
 /// §6.4: fork detection keeps the hashes of the last 8 accepted envelopes.
 pub const CHANNEL_RECENT_HASHES: usize = 8;
