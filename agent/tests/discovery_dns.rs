@@ -13,9 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hickory_resolver::proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_resolver::proto::rr::rdata::TXT;
-use hickory_resolver::proto::rr::{RData, Record, RecordType};
+use hickory_resolver::proto::rr::{RData, RecordType};
 use nostr_relay_builder::prelude::{LocalRelay, RelayBuilder};
 use rdv_agent::home::Home;
 use rdv_agent::runtime::{Options, Runtime};
@@ -27,53 +26,24 @@ use serde_json::Value;
 /// TXT records per name (lowercase, no final dot), each as its strings.
 type Zone = Arc<Mutex<HashMap<String, Vec<Vec<Vec<u8>>>>>>;
 
-/// Answers TXT questions from `zone` over UDP; NXDOMAIN for other names.
+/// Answers TXT questions from `zone`; NXDOMAIN for other names.
 async fn dns_server(zone: Zone) -> std::net::SocketAddr {
-    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = sock.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 4096];
-        loop {
-            let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
-                return;
-            };
-            let Ok(req) = Message::from_vec(&buf[..n]) else {
-                continue;
-            };
-            let mut resp = Message::response(req.metadata.id, OpCode::Query);
-            resp.metadata.recursion_desired = req.metadata.recursion_desired;
-            resp.metadata.recursion_available = true;
-            resp.metadata.authoritative = true;
-            resp.edns = req.edns.clone();
-            resp.add_queries(req.queries.clone());
-            let mut any = false;
-            for q in &req.queries {
-                let key = q.name().to_ascii().trim_end_matches('.').to_lowercase();
-                let records = zone.lock().unwrap().get(&key).cloned();
-                let Some(records) = records else { continue };
-                any = true;
-                if q.query_type() != RecordType::TXT {
-                    continue;
-                }
-                for strings in records {
-                    let parts: Vec<&[u8]> = strings.iter().map(Vec::as_slice).collect();
-                    resp.add_answer(Record::from_rdata(
-                        q.name().clone(),
-                        60,
-                        RData::TXT(TXT::from_bytes(parts)),
-                    ));
-                }
-            }
-            if !any {
-                resp.metadata.response_code = ResponseCode::NXDomain;
-            }
-            assert_eq!(resp.metadata.message_type, MessageType::Response);
-            if let Ok(bytes) = resp.to_vec() {
-                let _ = sock.send_to(&bytes, peer).await;
-            }
+    common::dns::serve(move |name, qtype| {
+        let records = zone.lock().unwrap().get(name).cloned()?;
+        if qtype != RecordType::TXT {
+            return Some(Vec::new());
         }
-    });
-    addr
+        Some(
+            records
+                .iter()
+                .map(|strings| {
+                    let parts: Vec<&[u8]> = strings.iter().map(Vec::as_slice).collect();
+                    (RData::TXT(TXT::from_bytes(parts)), 60)
+                })
+                .collect(),
+        )
+    })
+    .await
 }
 
 async fn relay() -> (LocalRelay, String) {

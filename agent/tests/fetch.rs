@@ -6,14 +6,15 @@
 //! asserted by its reason.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use hickory_resolver::proto::op::{Message, OpCode, ResponseCode};
 use hickory_resolver::proto::rr::rdata::A;
-use hickory_resolver::proto::rr::{RData, Record, RecordType};
+use hickory_resolver::proto::rr::{RData, RecordType};
 use rdv_agent::dns::Dns;
 use rdv_agent::fetch::{AddressPolicy, DnsResolve, FetchError, Fetcher, Resolve};
 use rdv_agent_core::file::{self, FileError, FilePart, UrlError};
@@ -255,57 +256,25 @@ async fn dns_server(
     zone: Arc<Mutex<HashMap<String, Vec<Vec<Ipv4Addr>>>>>,
     queries: Arc<Mutex<HashMap<String, usize>>>,
 ) -> SocketAddr {
-    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = sock.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 4096];
-        loop {
-            let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
-                return;
-            };
-            let Ok(req) = Message::from_vec(&buf[..n]) else {
-                continue;
-            };
-            let mut resp = Message::response(req.metadata.id, OpCode::Query);
-            resp.metadata.recursion_desired = req.metadata.recursion_desired;
-            resp.metadata.recursion_available = true;
-            resp.metadata.authoritative = true;
-            resp.edns = req.edns.clone();
-            resp.add_queries(req.queries.clone());
-            let mut known = false;
-            for q in &req.queries {
-                let key = q.name().to_ascii().trim_end_matches('.').to_lowercase();
-                let Some(answers) = zone.lock().unwrap().get(&key).cloned() else {
-                    continue;
-                };
-                known = true;
-                if q.query_type() != RecordType::A {
-                    continue;
-                }
-                let i = {
-                    let mut qs = queries.lock().unwrap();
-                    let c = qs.entry(key).or_insert(0);
-                    *c += 1;
-                    *c - 1
-                };
-                let list = answers
-                    .get(i)
-                    .or(answers.last())
-                    .cloned()
-                    .unwrap_or_default();
-                for ip in list {
-                    resp.add_answer(Record::from_rdata(q.name().clone(), 0, RData::A(A(ip))));
-                }
-            }
-            if !known {
-                resp.metadata.response_code = ResponseCode::NXDomain;
-            }
-            if let Ok(bytes) = resp.to_vec() {
-                let _ = sock.send_to(&bytes, peer).await;
-            }
+    common::dns::serve(move |name, qtype| {
+        let answers = zone.lock().unwrap().get(name).cloned()?;
+        if qtype != RecordType::A {
+            return Some(Vec::new());
         }
-    });
-    addr
+        let i = {
+            let mut qs = queries.lock().unwrap();
+            let c = qs.entry(name.to_string()).or_insert(0);
+            *c += 1;
+            *c - 1
+        };
+        let list = answers
+            .get(i)
+            .or(answers.last())
+            .cloned()
+            .unwrap_or_default();
+        Some(list.into_iter().map(|ip| (RData::A(A(ip)), 0)).collect())
+    })
+    .await
 }
 
 fn refused_address(e: &FetchError) -> (IpAddr, &'static str) {

@@ -1,6 +1,8 @@
 //! Running the real `rdv` binary on a home, for the agent's CLI tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod dns;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 
