@@ -367,10 +367,7 @@ async fn plain(rt: &mut Runtime, a: TaskArgs) -> Result<Value> {
             };
             let mut v = rt
                 .command(Command::Task(Core::Submit {
-                    task: TaskRef {
-                        task_id: t.task_id.clone(),
-                        peer: Some(t.peer.clone()),
-                    },
+                    task: same_task(&t),
                     submit,
                 }))
                 .await?;
@@ -613,6 +610,15 @@ async fn gate(
     done(phrase_issued(server, &t, step, fallback).await)
 }
 
+/// The task `t` names, looked up again by its id and peer: what the core
+/// holds now, which may have changed while the human read.
+fn same_task(t: &Task) -> TaskRef {
+    TaskRef {
+        task_id: t.task_id.clone(),
+        peer: Some(t.peer.clone()),
+    }
+}
+
 async fn phrase_issued(
     server: &Server,
     t: &Task,
@@ -623,13 +629,7 @@ async fn phrase_issued(
     let rt = g
         .as_mut()
         .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
-    let now = find(
-        rt,
-        &TaskRef {
-            task_id: t.task_id.clone(),
-            peer: Some(t.peer.clone()),
-        },
-    )?;
+    let now = find(rt, &same_task(t))?;
     if !issue_phrase(rt, &now).await? {
         return Ok(ok(json!({
             "approved": false, "verdict": "not_open", "state": now.state.as_str(),
@@ -660,13 +660,7 @@ async fn form_approved(
         let rt = g
             .as_mut()
             .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
-        let now = find(
-            rt,
-            &TaskRef {
-                task_id: t.task_id.clone(),
-                peer: Some(t.peer.clone()),
-            },
-        )?;
+        let now = find(rt, &same_task(t))?;
         match issue_code_for(rt, &now, step, digest).await? {
             Some(c) => c,
             None => {
@@ -697,12 +691,7 @@ async fn declined(server: &Server, t: &Task, step: GateStep) -> Result<CallToolR
         .as_mut()
         .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
     let v = rt
-        .command(Command::Task(Core::Decline {
-            task: TaskRef {
-                task_id: t.task_id.clone(),
-                peer: Some(t.peer.clone()),
-            },
-        }))
+        .command(Command::Task(Core::Decline { task: same_task(t) }))
         .await?;
     Ok(ok(json!({
         "approved": false, "via": "form", "verdict": "declined",
@@ -724,10 +713,7 @@ async fn by_code(
     let rt = g
         .as_mut()
         .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
-    let task = TaskRef {
-        task_id: t.task_id.clone(),
-        peer: Some(t.peer.clone()),
-    };
+    let task = same_task(t);
     let code = Secret::new(code);
     let c = match step {
         GateStep::Start => Core::Approve { task, code },
@@ -762,13 +748,7 @@ async fn by_code(
             "next": "That is not the phrase shown to the human. Ask them to read it again; do not guess.",
         }),
         "new_code_needed" | "no_code" => {
-            let now = find(
-                rt,
-                &TaskRef {
-                    task_id: t.task_id.clone(),
-                    peer: Some(t.peer.clone()),
-                },
-            )?;
+            let now = find(rt, &same_task(t))?;
             let issued = issue_phrase(rt, &now).await?;
             json!({
                 "approved": false,
