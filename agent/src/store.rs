@@ -34,8 +34,9 @@ pub const INBOX_KEEP: u32 = 10_000;
 /// input's transaction holds no I/O (the core is sans-I/O), so this is long.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Connections per process: one writer at a time (the `writer` mutex) and
-/// readers beside it, which WAL lets run during a write.
+/// Reader connections per process (`Store::pool`), which WAL lets run
+/// beside a write; writes have connections of their own (`durable`,
+/// `relaxed`), one writer at a time (the `writer` mutex).
 const MAX_CONNECTIONS: u32 = 4;
 
 /// The agent's database.
