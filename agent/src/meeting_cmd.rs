@@ -1,8 +1,10 @@
 //! `rdv dinner propose|list|confirm|cancel|calendar` (SPEC §7.2–§7.4,
 //! §5.5): meetings negotiated by the agents, each accept and confirm taken
 //! by the human with the code `rdv dinner list` shows on the terminal. The
-//! code is bound to the exact meeting shown (peer, contextId, task, slot,
-//! step); it is never printed with `--json`, in an event or in a log.
+//! code is a confirm phrase (`phrase.rs`: random, kept only as a salted
+//! scrypt hash, single use, dead after 5 wrong tries) bound to the exact
+//! meeting shown (peer, contextId, task, slot, step); each listing issues
+//! a new one. It is never printed with `--json`, in an event or in a log.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +12,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use rdv_agent_core::Command;
 use rdv_agent_core::meeting::{self, Proposal, Slot};
+use rdv_agent_core::owner::Secret;
 use rdv_agent_core::peer_text::terminal_safe;
+use rdv_agent_core::phrase::{Phrase, PhraseSecret};
 use rdv_agent_core::state::ContactStatus;
 use rdv_proto::AgentId;
 use rdv_proto::time::format_time;
@@ -37,7 +41,8 @@ pub enum DinnerCommand {
     Confirm {
         /// The task id (from `rdv dinner list`).
         id: String,
-        /// The code `rdv dinner list` shows for it.
+        /// The code `rdv dinner list` showed for it last (each listing
+        /// issues a new one; 5 wrong tries kill a code).
         #[arg(long)]
         code: String,
         /// The contact, when two negotiations share the id.
@@ -47,11 +52,17 @@ pub enum DinnerCommand {
     /// Cancel a negotiation, or call off an agreed meeting (with the cancel
     /// code `rdv dinner list` shows for it; the peer frees its time, §7.3).
     Cancel {
+        /// The task id (from `rdv dinner list`).
         id: String,
+        /// For an agreed meeting: the cancel code `rdv dinner list` showed.
         #[arg(long)]
         code: Option<String>,
+        /// The contact, when two negotiations share the id.
         #[arg(long)]
         contact: Option<String>,
+        /// Why, sent to their agent (one line, at most 200 characters).
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// Read your busy times from calendar files (.json busy list or .ics);
     /// only free/busy is kept, never titles. Run again when they change.
@@ -204,7 +215,7 @@ pub async fn run(cmd: DinnerCommand, g: &Global, out: &Out) -> Result<()> {
             if g.json {
                 return out.value(&v);
             }
-            list_text(&rt, &v)
+            list_text(&mut rt, &v).await
         }
         DinnerCommand::Confirm { id, code, contact } => {
             let peer = contact.map(|c| contact_ref(&rt, &c)).transpose()?;
@@ -212,18 +223,24 @@ pub async fn run(cmd: DinnerCommand, g: &Global, out: &Out) -> Result<()> {
                 .command(Command::ConfirmMeeting {
                     task_id: id,
                     peer,
-                    code,
+                    code: Secret::new(code),
                 })
                 .await?;
             done(out, v, "confirmed")
         }
-        DinnerCommand::Cancel { id, code, contact } => {
+        DinnerCommand::Cancel {
+            id,
+            code,
+            contact,
+            reason,
+        } => {
             let peer = contact.map(|c| contact_ref(&rt, &c)).transpose()?;
             let v = rt
                 .command(Command::CancelMeeting {
                     task_id: id,
                     peer,
-                    code,
+                    code: code.map(Secret::new),
+                    reason,
                 })
                 .await?;
             done(out, v, "canceled")
@@ -254,9 +271,55 @@ fn slot_text(v: &Value) -> String {
 
 /// The human's view: each meeting, and for each step waiting for them the
 /// code bound to it (shown here only: a human channel, §5.5).
-fn list_text(rt: &Runtime, v: &Value) -> Result<()> {
+/// Issues a code bound to the meeting step shown (`digest`, from
+/// `meeting::current_step`) and keeps its record; `None` when that step is
+/// no longer the one waiting (the meeting changed since it was shown). The
+/// code is for a human channel only: this terminal, the MCP server's
+/// stderr, or handed straight back to the core after the human approved a
+/// form.
+pub async fn issue_code(
+    rt: &mut Runtime,
+    task_id: &str,
+    peer: &AgentId,
+    stage: meeting::Stage,
+    digest: &str,
+) -> Result<Option<PhraseSecret>> {
+    let (secret, record) = Phrase::generate(
+        &meeting::code_terms(stage, digest),
+        time::OffsetDateTime::now_utc(),
+        &mut rand_core::OsRng,
+    )
+    .map_err(|e| Error::Input(e.to_string()))?;
+    let v = rt
+        .command(Command::SetMeetingCode {
+            task_id: task_id.to_string(),
+            peer: Some(peer.clone()),
+            digest: digest.to_string(),
+            record,
+        })
+        .await?;
+    Ok((v.get("code_set") == Some(&Value::Bool(true))).then_some(secret))
+}
+
+async fn list_text(rt: &mut Runtime, v: &Value) -> Result<()> {
+    // Codes first (each is a write), then the listing.
+    let mut codes = std::collections::BTreeMap::new();
+    let steps: Vec<_> = rt
+        .agent()
+        .state
+        .meetings
+        .tasks
+        .iter()
+        .filter_map(|(k, t)| {
+            meeting::current_step(t).map(|s| (k.clone(), t.task_id.clone(), t.peer.clone(), s))
+        })
+        .collect();
+    for (key, task_id, peer, (stage, slot, digest)) in steps {
+        if let Some(code) = issue_code(rt, &task_id, &peer, stage, &digest).await? {
+            codes.insert(key, (stage, slot, code));
+        }
+    }
     let mut so = std::io::stdout().lock();
-    let tasks = &rt.agent().state.meetings.tasks;
     let list = v
         .get("meetings")
         .and_then(Value::as_array)
@@ -310,13 +373,9 @@ fn list_text(rt: &Runtime, v: &Value) -> Result<()> {
         let key = AgentId::parse(peer)
             .map(|p| meeting::task_key(&p, id))
             .unwrap_or_default();
-        if let Some(t) = tasks.get(&key)
-            && let Some((stage, code)) = meeting::current_code(t)
-        {
-            let slot = t.gate.as_ref().map(|g| g.slot).or(t.agreed);
-            let when = slot
-                .map(|s| format!("{} – {}", format_time(s.start), format_time(s.end)))
-                .unwrap_or_default();
+        if let Some((stage, slot, code)) = codes.get(&key) {
+            let code = code.expose();
+            let when = format!("{} – {}", format_time(slot.start), format_time(slot.end));
             match stage {
                 meeting::Stage::Cancel => writeln!(
                     so,

@@ -37,7 +37,8 @@ fn ics_stamp(rfc3339: &str) -> String {
     rfc3339.replace(['-', ':'], "")
 }
 
-/// The code `rdv dinner list` shows (text mode) for task `id`.
+/// The code `rdv dinner list` shows (text mode) for task `id`; each
+/// listing issues a new one, so the code shown before stops working.
 fn shown_code(a: &Agent, id: &str) -> String {
     let r = a.text(&["dinner", "list"]);
     assert_eq!(r.code, 0, "{}: {}", r.what, r.stderr);
@@ -54,7 +55,13 @@ fn shown_code(a: &Agent, id: &str) -> String {
         .trim_end_matches(')')
         .trim()
         .to_string();
-    assert_eq!(code.len(), 12, "{line}");
+    // A confirm phrase: three words and three digits (§5.5, phrase.rs).
+    let parts: Vec<&str> = code.split('-').collect();
+    assert_eq!(parts.len(), 4, "{line}");
+    assert!(
+        parts[3].len() == 3 && parts[3].bytes().all(|b| b.is_ascii_digit()),
+        "{line}"
+    );
     code
 }
 
@@ -160,7 +167,7 @@ fn dinner_journey(relay: &Relay) {
     );
 
     // A wrong code confirms nothing.
-    refused_confirm(&alice, &id, "000000000000", "wrong_code");
+    refused_confirm(&alice, &id, "otter-tiger-eagle-123", "wrong_code");
     // Alice confirms.
     let v = alice.ok(&["dinner", "confirm", &id, "--code", &code]);
     assert_eq!(v["confirmed"], true, "{v}");
@@ -176,10 +183,12 @@ fn dinner_journey(relay: &Relay) {
     let m = meeting(&bob, &id);
     assert_eq!(m["waiting_for_you"]["stage"], "confirm", "{m}");
     assert_eq!(m["held"]["slot"]["start"], e2.0.as_str(), "{m}");
-    // Alice's code is not Bob's (another peer and step).
-    refused_confirm(&bob, &id, &code, "wrong_code");
+    // Nothing confirms before Bob is shown a code; Alice's code is not
+    // Bob's (another agent, peer and step).
+    refused_confirm(&bob, &id, &code, "no_code");
     let bcode = shown_code(&bob, &id);
     assert_ne!(bcode, code);
+    refused_confirm(&bob, &id, &code, "wrong_code");
     let v = bob.ok(&["dinner", "confirm", &id, "--code", &bcode]);
     assert_eq!(v["confirmed"], true, "{v}");
 

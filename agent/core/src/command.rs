@@ -193,14 +193,24 @@ pub enum Command {
     ConfirmMeeting {
         task_id: String,
         peer: Option<AgentId>,
-        code: String,
+        code: crate::owner::Secret,
     },
     /// §7.3: the owner cancels a negotiation, or calls off an agreed
     /// meeting with the cancel code shown with it.
     CancelMeeting {
         task_id: String,
         peer: Option<AgentId>,
-        code: Option<String>,
+        code: Option<crate::owner::Secret>,
+        /// Sent to the peer with the cancel (one line, §7.2 text bound).
+        reason: Option<String>,
+    },
+    /// §5.5: keeps the record of a code a front-end is about to show for
+    /// the meeting step whose digest is `digest` (`meeting::current_step`).
+    SetMeetingCode {
+        task_id: String,
+        peer: Option<AgentId>,
+        digest: String,
+        record: crate::phrase::PhraseRecord,
     },
     /// Every meeting (§7.3), without codes.
     ListMeetings,
@@ -521,12 +531,25 @@ impl Agent {
                 task_id,
                 peer,
                 code,
-            } => self.confirm_meeting(&task_id, peer.as_ref(), &code, ctx),
+            } => self.confirm_meeting(&task_id, peer.as_ref(), code.expose(), ctx),
             Command::CancelMeeting {
                 task_id,
                 peer,
                 code,
-            } => self.cancel_meeting(&task_id, peer.as_ref(), code.as_deref(), ctx),
+                reason,
+            } => self.cancel_meeting(
+                &task_id,
+                peer.as_ref(),
+                code.as_ref().map(crate::owner::Secret::expose),
+                reason.as_deref(),
+                ctx,
+            ),
+            Command::SetMeetingCode {
+                task_id,
+                peer,
+                digest,
+                record,
+            } => self.set_meeting_code(&task_id, peer.as_ref(), &digest, record),
             Command::ListMeetings => self.list_meetings(ctx),
             Command::SetCalendar { busy, sources } => self.set_calendar(busy, sources, ctx),
         }

@@ -17,11 +17,10 @@ use std::collections::BTreeMap;
 use rdv_proto::AgentId;
 use rdv_proto::consts::{
     A2A_MAX_REPLIES_PER_TASK, A2A_MAX_SEEN_PER_TASK, ABUSE_LIMIT_FACTOR,
-    ABUSE_MAX_REJECTIONS_PER_DAY, EXT_MEETING_CANCEL, EXT_MEETINGS, MEETING_CODE_HEX_LEN,
-    MEETING_DEFAULT_EXPIRY_SECS, MEETING_GATE_DIGEST_PREFIX, MEETING_HOLD_GRACE_SECS,
-    MEETING_MAX_EXPIRY_SECS, MEETING_MAX_OFFERS, MEETING_MAX_SLOTS, MEETING_MAX_TASKS_PER_PEER,
-    MEETING_POLICY_SLOTS, MEETING_PRUNE_AFTER_SECS, MEETING_SLOT_MAX_SECS, MEETING_TEXT_MAX_CHARS,
-    TASK_DEFAULT_MAX_OPEN,
+    ABUSE_MAX_REJECTIONS_PER_DAY, EXT_MEETING_CANCEL, EXT_MEETINGS, MEETING_DEFAULT_EXPIRY_SECS,
+    MEETING_GATE_DIGEST_PREFIX, MEETING_HOLD_GRACE_SECS, MEETING_MAX_EXPIRY_SECS,
+    MEETING_MAX_OFFERS, MEETING_MAX_SLOTS, MEETING_MAX_TASKS_PER_PEER, MEETING_POLICY_SLOTS,
+    MEETING_PRUNE_AFTER_SECS, MEETING_SLOT_MAX_SECS, MEETING_TEXT_MAX_CHARS, TASK_DEFAULT_MAX_OPEN,
 };
 use rdv_proto::doc::grant::{InvokeLimits, Scope};
 use rdv_proto::time::{Instant, format_time};
@@ -34,6 +33,7 @@ use crate::agent::{Agent, Ctx};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::peer_text::UntrustedPeerText;
+use crate::phrase::{PhraseRecord, PhraseVerdict};
 use crate::record::{Record, Table};
 
 /// The verbs of the meetings extensions (§7.5 rule 1); rdv/cancel is
@@ -147,13 +147,17 @@ impl Stage {
     }
 }
 
-/// A step waiting for the human, with the nonce its code is cut from.
+/// A step waiting for the human. The nonce makes its digest differ from
+/// any earlier gate's (a new negotiation under the same id); the code is
+/// the record of the confirm code last shown for it (`phrase.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     pub stage: Stage,
     pub slot: Slot,
     pub nonce: String,
+    #[serde(default)]
+    pub code: Option<PhraseRecord>,
 }
 
 /// A slot held for a task (§7.3): busy for every other task.
@@ -192,8 +196,11 @@ pub struct MeetingTask {
     pub accepted: Option<Slot>,
     /// The agreed slot, kept as a record after a cancel (§7.3).
     pub agreed: Option<Slot>,
-    /// The nonce of the agreement's cancel code (§5.5).
+    /// The nonce of the agreement's cancel digest (§5.5).
     pub agreement_nonce: Option<String>,
+    /// The record of the cancel code last shown for the agreement.
+    #[serde(default)]
+    pub agreement_code: Option<PhraseRecord>,
     /// Display only: the proposal's intent token and place (peer text
     /// when the peer proposed).
     pub intent: Option<String>,
@@ -205,9 +212,10 @@ pub struct MeetingTask {
     pub finished_replies: u32,
     pub unsupported_replies: u32,
     pub status_seen: u32,
-    /// Codes of gates that closed, so a late code is told apart from a
-    /// wrong one (at most 8).
-    pub retired_codes: Vec<String>,
+    /// The code record of the last gate that closed, so a late code is
+    /// told apart from a wrong one.
+    #[serde(default)]
+    pub retired_code: Option<PhraseRecord>,
     #[serde(with = "time::serde::rfc3339")]
     pub created: Instant,
     #[serde(with = "time::serde::rfc3339")]
@@ -378,9 +386,9 @@ impl Book {
     }
 }
 
-/// §5.5: the confirm code of a gate: the first 12 hex digits of a digest
-/// of exactly what the human is shown.
-pub fn gate_code(t: &MeetingTask, stage: Stage, slot: &Slot, nonce: &str) -> String {
+/// §5.5: the digest of exactly what the human is shown for a gate; its
+/// confirm code is bound to it ([`code_terms`]).
+pub fn gate_digest(t: &MeetingTask, stage: Stage, slot: &Slot, nonce: &str) -> String {
     let shown = json!({
         "peer": t.peer.as_str(),
         "contextId": t.context_id,
@@ -394,39 +402,52 @@ pub fn gate_code(t: &MeetingTask, stage: Stage, slot: &Slot, nonce: &str) -> Str
     let mut h = Sha256::new();
     h.update(MEETING_GATE_DIGEST_PREFIX);
     h.update(&canon);
-    let mut code = hex::encode(h.finalize());
-    code.truncate(MEETING_CODE_HEX_LEN);
-    code
+    hex::encode(h.finalize())
 }
 
-/// The code the human needs now for this task, and for which step: the
-/// open gate's, or an agreed meeting's cancel code. Shown only on human
-/// channels (never in a reply, event or log).
-pub fn current_code(t: &MeetingTask) -> Option<(Stage, String)> {
+/// What a meeting confirm code is bound to: the step and its digest.
+pub fn code_terms(stage: Stage, digest: &str) -> Value {
+    json!({"meeting_gate": stage.as_str(), "digest": digest})
+}
+
+/// The step waiting for the human on this task now: the open gate, or an
+/// agreed meeting's cancel; with its slot and digest. A front-end shows
+/// it, issues a code bound to that digest (`Command::SetMeetingCode`) and
+/// shows the code on a human channel only.
+pub fn current_step(t: &MeetingTask) -> Option<(Stage, Slot, String)> {
+    if t.tombstone {
+        return None;
+    }
     if let Some(g) = &t.gate {
-        return Some((g.stage, gate_code(t, g.stage, &g.slot, &g.nonce)));
+        return Some((g.stage, g.slot, gate_digest(t, g.stage, &g.slot, &g.nonce)));
     }
     if t.state == TaskState::Completed
         && let (Some(slot), Some(nonce)) = (&t.agreed, &t.agreement_nonce)
     {
-        return Some((Stage::Cancel, gate_code(t, Stage::Cancel, slot, nonce)));
+        return Some((
+            Stage::Cancel,
+            *slot,
+            gate_digest(t, Stage::Cancel, slot, nonce),
+        ));
     }
     None
 }
 
 /// §5.5, §6.4.1: a meeting record as a backup holds it: no code shown
-/// before the backup confirms anything after a restore (the nonces are
-/// replaced, so every code changes).
+/// before the backup confirms anything after a restore (the records are
+/// dropped and the nonces replaced, so every digest changes).
 pub fn without_codes(v: &Value) -> Result<Value> {
     let mut t: MeetingTask = serde_json::from_value(v.clone())
         .map_err(|e| Error::Backup(format!("meeting record: {e}")))?;
     if let Some(g) = t.gate.as_mut() {
         g.nonce = "restored".into();
+        g.code = None;
     }
     if t.agreement_nonce.is_some() {
         t.agreement_nonce = Some("restored".into());
     }
-    t.retired_codes.clear();
+    t.agreement_code = None;
+    t.retired_code = None;
     serde_json::to_value(&t).map_err(|e| Error::Backup(e.to_string()))
 }
 
@@ -532,6 +553,17 @@ fn slots(m: &Map<String, Value>) -> DataResult<Vec<Slot>> {
 fn slot(m: &Map<String, Value>) -> DataResult<Slot> {
     m.get("slot")
         .map_or_else(|| malformed("slot is missing"), parse_slot)
+}
+
+/// The owner's own short text sent in a verb (a place, a cancel reason):
+/// one line the receiver's [`text`] takes (§7.2).
+fn own_text(what: &str, s: &str) -> Result<()> {
+    if s.chars().count() > MEETING_TEXT_MAX_CHARS || s.chars().any(char::is_control) {
+        return Err(Error::Input(format!(
+            "{what} is one line of at most {MEETING_TEXT_MAX_CHARS} characters"
+        )));
+    }
+    Ok(())
 }
 
 fn text(m: &Map<String, Value>, k: &str) -> DataResult<Option<String>> {
@@ -734,6 +766,35 @@ pub enum GateRefusal {
     CodeNeeded,
     /// The held slot is no longer free, or the task expired: declined.
     NoLongerPossible,
+    /// No code was shown for this step yet (`rdv dinner list` shows one).
+    NoCode,
+    /// The code was used, expired, or killed by wrong tries: a new one is
+    /// shown with the step.
+    NewCodeNeeded,
+}
+
+/// A refused code, with the tries left when it was a miss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CodeRefusal {
+    why: GateRefusal,
+    misses_left: Option<u32>,
+}
+
+impl CodeRefusal {
+    fn of(why: GateRefusal) -> Self {
+        CodeRefusal {
+            why,
+            misses_left: None,
+        }
+    }
+
+    fn value(self, task_id: &str, done: &str) -> Value {
+        let mut v = refusal(task_id, self.why, done);
+        if let (Some(n), Value::Object(m)) = (self.misses_left, &mut v) {
+            m.insert("misses_left".into(), json!(n));
+        }
+        v
+    }
 }
 
 impl GateRefusal {
@@ -744,6 +805,8 @@ impl GateRefusal {
             GateRefusal::WrongCode => "wrong_code",
             GateRefusal::CodeNeeded => "code_needed",
             GateRefusal::NoLongerPossible => "no_longer_possible",
+            GateRefusal::NoCode => "no_code",
+            GateRefusal::NewCodeNeeded => "new_code_needed",
         }
     }
 }
@@ -854,20 +917,16 @@ impl Agent {
         Ok(())
     }
 
-    /// Closes a task's gate, keeping its code to tell "changed" from "wrong".
+    /// Closes a task's gate (and, once it ended, its agreement's cancel),
+    /// keeping the code last shown to tell "changed" from "wrong".
     fn meeting_retire_gate(t: &mut MeetingTask) {
-        if let Some(g) = t.gate.take() {
-            let code = gate_code(t, g.stage, &g.slot, &g.nonce);
-            t.retired_codes.push(code);
+        if let Some(c) = t.gate.take().and_then(|g| g.code) {
+            t.retired_code = Some(c);
         }
         if t.state.is_terminal()
-            && let Some((Stage::Cancel, code)) = current_code(t)
+            && let Some(c) = t.agreement_code.take()
         {
-            t.retired_codes.push(code);
-        }
-        let n = t.retired_codes.len();
-        if n > 8 {
-            t.retired_codes.drain(..n - 8);
+            t.retired_code = Some(c);
         }
     }
 
@@ -892,7 +951,12 @@ impl Agent {
                 slot,
                 kind: HoldKind::Tentative,
             });
-            t.gate = Some(Gate { stage, slot, nonce });
+            t.gate = Some(Gate {
+                stage,
+                slot,
+                nonce,
+                code: None,
+            });
             t.updated = ctx.now;
         }
         self.meeting_touch(key);
@@ -1135,6 +1199,7 @@ impl Agent {
                     x.agreed = Some(slot);
                     x.accepted = None;
                     x.agreement_nonce = Some(nonce);
+                    x.agreement_code = None;
                     x.updated = ctx.now;
                 }
                 self.meeting_touch(&key);
@@ -1446,6 +1511,7 @@ impl Agent {
             accepted: None,
             agreed: None,
             agreement_nonce: None,
+            agreement_code: None,
             intent,
             place,
             end_reason: None,
@@ -1453,7 +1519,7 @@ impl Agent {
             finished_replies: 0,
             unsupported_replies: 0,
             status_seen: 0,
-            retired_codes: Vec::new(),
+            retired_code: None,
             created: ctx.now,
             updated: ctx.now,
         };
@@ -1484,6 +1550,7 @@ impl Agent {
             accepted: None,
             agreed: None,
             agreement_nonce: None,
+            agreement_code: None,
             intent: None,
             place: None,
             end_reason: None,
@@ -1491,7 +1558,7 @@ impl Agent {
             finished_replies: 0,
             unsupported_replies: 0,
             status_seen: 0,
-            retired_codes: Vec::new(),
+            retired_code: None,
             created: ctx.now,
             updated: ctx.now,
         };
@@ -1664,12 +1731,8 @@ impl Agent {
                 ));
             }
         }
-        if let Some(pl) = &p.place
-            && (pl.chars().count() > MEETING_TEXT_MAX_CHARS || pl.chars().any(char::is_control))
-        {
-            return Err(Error::Input(
-                "a place is one line of at most 200 characters".into(),
-            ));
+        if let Some(pl) = &p.place {
+            own_text("a place", pl)?;
         }
         let slots = if let Some((from, to, minutes)) = p.window {
             if !(15..=MEETING_SLOT_MAX_SECS / 60).contains(&minutes) || to <= from {
@@ -1719,6 +1782,7 @@ impl Agent {
             accepted: None,
             agreed: None,
             agreement_nonce: None,
+            agreement_code: None,
             intent: p.intent.clone(),
             place: p.place.clone(),
             end_reason: None,
@@ -1726,7 +1790,7 @@ impl Agent {
             finished_replies: 0,
             unsupported_replies: 0,
             status_seen: 0,
-            retired_codes: Vec::new(),
+            retired_code: None,
             created: ctx.now,
             updated: ctx.now,
         };
@@ -1771,20 +1835,50 @@ impl Agent {
     ) -> Result<Value> {
         self.meetings_expire(ctx);
         let keys = self.meeting_tasks_by_id(task_id, peer);
-        let code = code.trim().to_ascii_lowercase();
-        let mut retired = false;
-        for key in &keys {
-            let Some(t) = self.state.meetings.tasks.get(key).cloned() else {
-                continue;
-            };
-            retired |= t.retired_codes.contains(&code);
-            let Some(g) = t.gate.clone() else { continue };
-            if g.stage == Stage::Cancel || gate_code(&t, g.stage, &g.slot, &g.nonce) != code {
-                continue;
+        let waiting: Vec<&String> = keys
+            .iter()
+            .filter(|k| {
+                self.state.meetings.tasks.get(*k).is_some_and(|t| {
+                    t.open() && t.gate.as_ref().is_some_and(|g| g.stage != Stage::Cancel)
+                })
+            })
+            .collect();
+        let key = match waiting.as_slice() {
+            [one] => (*one).clone(),
+            [] => {
+                // A code shown for a gate that closed since is told apart.
+                let mut changed = false;
+                for k in &keys {
+                    changed |= self.meeting_retired_code_matches(k, code);
+                }
+                let why = if changed {
+                    GateRefusal::Changed
+                } else {
+                    GateRefusal::NothingToConfirm
+                };
+                return Ok(refusal(task_id, why, "confirmed"));
             }
-            if !t.open() || !self.meeting_covered(&t.peer, t.proposer) {
-                break;
+            many => {
+                return Err(Error::Input(format!(
+                    "{} meetings with the id {task_id} wait for you: name the contact",
+                    many.len()
+                )));
             }
+        };
+        let key = &key;
+        let Some(t) = self.state.meetings.tasks.get(key).cloned() else {
+            return Ok(refusal(task_id, GateRefusal::NothingToConfirm, "confirmed"));
+        };
+        let Some(g) = t.gate.clone() else {
+            return Ok(refusal(task_id, GateRefusal::NothingToConfirm, "confirmed"));
+        };
+        if !self.meeting_covered(&t.peer, t.proposer) {
+            return Ok(refusal(task_id, GateRefusal::NothingToConfirm, "confirmed"));
+        }
+        if let Some(r) = self.meeting_check_code(key, code, ctx.now) {
+            return Ok(r.value(task_id, "confirmed"));
+        }
+        {
             // Still free, and not expired, when the human acts (§7.3).
             if ctx.now >= t.expires || !self.state.meetings.is_free(&g.slot, Some(key)) {
                 self.meeting_decline(key, "the slot is no longer free", ctx)?;
@@ -1818,6 +1912,7 @@ impl Agent {
                         });
                         x.agreed = Some(g.slot);
                         x.agreement_nonce = Some(nonce);
+                        x.agreement_code = None;
                         x.updated = ctx.now;
                     }
                     self.meeting_touch(key);
@@ -1832,34 +1927,98 @@ impl Agent {
                 }
                 Stage::Cancel => {}
             }
-            return Ok(json!({
+            Ok(json!({
                 "confirmed": true,
                 "task_id": t.task_id,
                 "peer": t.peer,
                 "stage": g.stage.as_str(),
                 "slot": g.slot.to_value(),
-            }));
+            }))
         }
-        let why = if keys.is_empty()
-            || keys.iter().all(|k| {
-                self.state
-                    .meetings
-                    .tasks
-                    .get(k)
-                    .is_some_and(|t| t.gate.is_none())
-                    && !retired
-            }) {
-            if retired {
-                GateRefusal::Changed
-            } else {
-                GateRefusal::NothingToConfirm
+    }
+
+    /// §5.5: a front-end stores the record of a code it is about to show
+    /// for the step it showed (`digest`, from [`current_step`]). A step
+    /// that changed since gets no code: the front-end shows the new one.
+    pub(crate) fn set_meeting_code(
+        &mut self,
+        task_id: &str,
+        peer: Option<&AgentId>,
+        digest: &str,
+        record: PhraseRecord,
+    ) -> Result<Value> {
+        let keys = self.meeting_tasks_by_id(task_id, peer);
+        let mut set = false;
+        for key in &keys {
+            let Some(t) = self.state.meetings.tasks.get_mut(key) else {
+                continue;
+            };
+            let Some((stage, _, now_digest)) = current_step(t) else {
+                continue;
+            };
+            let bound = crate::phrase::terms_digest(&code_terms(stage, &now_digest))
+                .is_ok_and(|d| d == record.terms_digest());
+            if now_digest != digest || !bound {
+                continue;
             }
-        } else if retired {
-            GateRefusal::Changed
-        } else {
-            GateRefusal::WrongCode
+            match (&mut t.gate, stage) {
+                (Some(g), _) => g.code = Some(record),
+                (None, Stage::Cancel) => t.agreement_code = Some(record),
+                (None, _) => break,
+            }
+            self.meeting_touch(key);
+            set = true;
+            break;
+        }
+        Ok(json!({ "code_set": set }))
+    }
+
+    /// Checks `typed` against the code shown for the step waiting on `key`
+    /// now; `None` approves (the record is spent). Every check is kept:
+    /// a miss counts, and [`crate::phrase::PHRASE_MAX_MISSES`] of them kill
+    /// the code.
+    fn meeting_check_code(&mut self, key: &str, typed: &str, now: Instant) -> Option<CodeRefusal> {
+        let t = self.state.meetings.tasks.get_mut(key)?;
+        let Some((stage, _, digest)) = current_step(t) else {
+            return Some(CodeRefusal::of(GateRefusal::NothingToConfirm));
         };
-        Ok(refusal(task_id, why, "confirmed"))
+        let terms = code_terms(stage, &digest);
+        let record = match (&mut t.gate, stage) {
+            (Some(g), _) => g.code.as_mut(),
+            (None, _) => t.agreement_code.as_mut(),
+        };
+        let verdict = record.map(|r| r.check(typed, &terms, now));
+        self.meeting_touch(key);
+        let refused = match verdict {
+            Some(PhraseVerdict::Approved) => return None,
+            Some(PhraseVerdict::WrongPhrase { misses_left }) => CodeRefusal {
+                why: GateRefusal::WrongCode,
+                misses_left: Some(misses_left),
+            },
+            Some(PhraseVerdict::TermsChanged) => CodeRefusal::of(GateRefusal::Changed),
+            Some(PhraseVerdict::Replaced | PhraseVerdict::AlreadyUsed | PhraseVerdict::Expired) => {
+                CodeRefusal::of(GateRefusal::NewCodeNeeded)
+            }
+            None => CodeRefusal::of(GateRefusal::NoCode),
+        };
+        // A code for a gate that closed since is "changed", not "wrong".
+        if matches!(refused.why, GateRefusal::WrongCode | GateRefusal::NoCode)
+            && self.meeting_retired_code_matches(key, typed)
+        {
+            return Some(CodeRefusal::of(GateRefusal::Changed));
+        }
+        Some(refused)
+    }
+
+    /// Whether `typed` is the code last shown for a gate of `key` that
+    /// closed since (used or not): that step changed, nothing is approved.
+    fn meeting_retired_code_matches(&self, key: &str, typed: &str) -> bool {
+        self.state
+            .meetings
+            .tasks
+            .get(key)
+            .and_then(|t| t.retired_code.as_ref())
+            .is_some_and(|r| r.was(typed))
     }
 
     /// The owner cancels: rdv/cancel while negotiating; meeting/cancel for
@@ -1869,8 +2028,13 @@ impl Agent {
         task_id: &str,
         peer: Option<&AgentId>,
         code: Option<&str>,
+        reason: Option<&str>,
         ctx: &mut Ctx<'_>,
     ) -> Result<Value> {
+        if let Some(r) = reason {
+            own_text("a reason", r)?;
+        }
+        let reason = reason.map(str::to_string);
         self.meetings_expire(ctx);
         let keys = self.meeting_tasks_by_id(task_id, peer);
         let key = match keys.as_slice() {
@@ -1897,14 +2061,19 @@ impl Agent {
             self.meeting_end(
                 &key,
                 TaskState::Canceled,
-                Some("canceled by you".into()),
+                Some(reason.as_ref().map_or_else(
+                    || "canceled by you".to_string(),
+                    |r| format!("canceled by you: {r}"),
+                )),
                 ctx.now,
             );
             self.meeting_send(
                 &t.peer,
                 &t.task_id,
                 &t.context_id,
-                &Verb::Cancel { reason: None },
+                &Verb::Cancel {
+                    reason: reason.clone(),
+                },
                 ctx,
             )?;
             self.meeting_event(&key, "canceled", None, None);
@@ -1916,15 +2085,11 @@ impl Agent {
                 t.state.as_str()
             )));
         };
-        let expected = current_code(&t).map(|(_, c)| c);
-        let given = code.map(|c| c.trim().to_ascii_lowercase());
-        match (&given, &expected) {
-            (None, _) => return Ok(refusal(task_id, GateRefusal::CodeNeeded, "canceled")),
-            (Some(g), Some(e)) if g == e => {}
-            (Some(g), _) if t.retired_codes.contains(g) => {
-                return Ok(refusal(task_id, GateRefusal::Changed, "canceled"));
-            }
-            _ => return Ok(refusal(task_id, GateRefusal::WrongCode, "canceled")),
+        let Some(code) = code else {
+            return Ok(refusal(task_id, GateRefusal::CodeNeeded, "canceled"));
+        };
+        if let Some(r) = self.meeting_check_code(&key, code, ctx.now) {
+            return Ok(r.value(task_id, "canceled"));
         }
         // §7.3, §7.5 rule 3: sent anyway; the human is told when the peer's
         // card does not list the extension.
@@ -1937,7 +2102,10 @@ impl Agent {
         self.meeting_end(
             &key,
             TaskState::Canceled,
-            Some("canceled by you".into()),
+            Some(reason.as_ref().map_or_else(
+                || "canceled by you".to_string(),
+                |r| format!("canceled by you: {r}"),
+            )),
             ctx.now,
         );
         if let Some(x) = self.state.meetings.tasks.get_mut(&key) {
@@ -1947,7 +2115,10 @@ impl Agent {
             &t.peer,
             &t.task_id,
             &t.context_id,
-            &Verb::MeetingCancel { slot, reason: None },
+            &Verb::MeetingCancel {
+                slot,
+                reason: reason.clone(),
+            },
             ctx,
         )?;
         self.meeting_event(&key, "canceled", Some(slot), None);
@@ -2050,6 +2221,13 @@ fn refusal(task_id: &str, why: GateRefusal, done: &str) -> Value {
         }
         GateRefusal::NoLongerPossible => {
             "the slot is no longer free or the negotiation expired: it was declined"
+        }
+        GateRefusal::NoCode => {
+            "no code was shown for this step yet: rdv dinner list shows the meeting and one"
+        }
+        GateRefusal::NewCodeNeeded => {
+            "that code was used, expired, or replaced after too many wrong tries: \
+             rdv dinner list shows a new one"
         }
     };
     json!({

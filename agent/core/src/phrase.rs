@@ -220,6 +220,15 @@ impl PhraseRecord {
         }
     }
 
+    /// Whether `typed` is this record's phrase, whatever its state: for
+    /// telling a late phrase (its step changed since) from a wrong one.
+    /// Approves nothing and changes nothing.
+    pub fn was(&self, typed: &str) -> bool {
+        typed.len() <= PHRASE_MAX_TYPED_BYTES
+            && derive(normalize(typed).as_bytes(), &self.salt)
+                .is_ok_and(|h| bool::from(h.as_slice().ct_eq(&self.hash)))
+    }
+
     /// Whether a check could still approve (not used, replaced or expired).
     pub fn is_live(&self, now: Instant) -> bool {
         !self.used && self.misses < PHRASE_MAX_MISSES && !self.is_expired(now)
@@ -406,6 +415,23 @@ mod tests {
             rec.check(secret.expose(), &terms(), now()),
             PhraseVerdict::AlreadyUsed
         );
+    }
+
+    #[test]
+    fn was_tells_a_spent_phrase_without_approving_or_counting() {
+        let (secret, mut rec) = issue();
+        assert_eq!(
+            rec.check(secret.expose(), &terms(), now()),
+            PhraseVerdict::Approved
+        );
+        let before = rec.clone();
+        assert!(rec.was(secret.expose()));
+        assert!(
+            rec.was(&secret.expose().to_uppercase()),
+            "typed as normalized"
+        );
+        assert!(!rec.was("otter-tiger-eagle-1234"));
+        assert_eq!(rec, before, "nothing counted");
     }
 
     #[test]

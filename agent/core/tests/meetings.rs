@@ -9,6 +9,8 @@ use common::Net;
 use rdv_agent_core::a2a::TaskState;
 use rdv_agent_core::agent::default_scope;
 use rdv_agent_core::meeting::{self, HoldKind, MeetingTask, Proposal, Slot, Stage};
+use rdv_agent_core::owner::Secret;
+use rdv_agent_core::phrase::Phrase;
 use rdv_agent_core::{Command, Input, RequestTo};
 use rdv_proto::AgentId;
 use rdv_proto::consts::{EXT_MEETING_CANCEL, EXT_MEETINGS};
@@ -142,8 +144,30 @@ fn has_task(net: &Net, i: usize, task_id: &str) -> bool {
         .any(|t| t.task_id == task_id)
 }
 
-fn code(net: &Net, i: usize, task_id: &str) -> (Stage, String) {
-    meeting::current_code(&task(net, i, task_id)).expect("a code")
+/// What a front-end does to show the human a step: issues a code bound
+/// to the step's digest and keeps its record in the core.
+fn code(net: &mut Net, i: usize, task_id: &str) -> (Stage, String) {
+    let t = task(net, i, task_id);
+    let (stage, _, digest) = meeting::current_step(&t).expect("a step waits");
+    let (secret, record) = Phrase::generate(
+        &meeting::code_terms(stage, &digest),
+        net.now,
+        &mut rand_core::OsRng,
+    )
+    .unwrap();
+    let r = net
+        .cmd(
+            i,
+            Command::SetMeetingCode {
+                task_id: task_id.into(),
+                peer: Some(t.peer.clone()),
+                digest,
+                record,
+            },
+        )
+        .unwrap();
+    assert_eq!(r["code_set"], true, "{r}");
+    (stage, secret.expose().to_string())
 }
 
 fn confirm(net: &mut Net, i: usize, task_id: &str, code: &str) -> Value {
@@ -152,7 +176,7 @@ fn confirm(net: &mut Net, i: usize, task_id: &str, code: &str) -> Value {
         Command::ConfirmMeeting {
             task_id: task_id.into(),
             peer: None,
-            code: code.into(),
+            code: Secret::new(code),
         },
     )
     .unwrap()
@@ -224,7 +248,7 @@ fn a_dinner_is_agreed_only_when_both_humans_confirm() {
     // Nothing is accepted until Alice's human confirms (§5.5).
     assert_eq!(a.gate.as_ref().unwrap().stage, Stage::Accept);
     assert!(task(&net, BOB, &id).gate.is_none());
-    let (stage, c) = code(&net, ALICE, &id);
+    let (stage, c) = code(&mut net, ALICE, &id);
     assert_eq!(stage, Stage::Accept);
     let r = confirm(&mut net, ALICE, &id, &c);
     assert_eq!(r["confirmed"], true, "{r}");
@@ -237,7 +261,7 @@ fn a_dinner_is_agreed_only_when_both_humans_confirm() {
         TaskState::Submitted,
         "pending"
     );
-    let (stage, c) = code(&net, BOB, &id);
+    let (stage, c) = code(&mut net, BOB, &id);
     assert_eq!(stage, Stage::Confirm);
     let r = confirm(&mut net, BOB, &id, &c);
     assert_eq!(r["confirmed"], true, "{r}");
@@ -423,6 +447,7 @@ fn a_held_slot_is_busy_for_every_other_task_until_released() {
             task_id: b.clone(),
             peer: None,
             code: None,
+            reason: None,
         },
     )
     .unwrap();
@@ -446,6 +471,7 @@ fn a_held_slot_is_busy_for_every_other_task_until_released() {
             task_id: b2.clone(),
             peer: None,
             code: None,
+            reason: None,
         },
     )
     .unwrap();
@@ -490,7 +516,7 @@ fn agreed(net: &mut Net) -> String {
 fn an_accepter_keeps_its_hold_for_the_grace_period_then_releases_it() {
     let mut net = pair();
     let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
-    let (_, c) = code(&net, ALICE, &id);
+    let (_, c) = code(&mut net, ALICE, &id);
     confirm(&mut net, ALICE, &id, &c);
     // Past expires (48 h): Alice sent the accept, so she keeps the hold.
     net.advance(48 * 3600 + 60);
@@ -512,7 +538,7 @@ fn an_accepter_keeps_its_hold_for_the_grace_period_then_releases_it() {
 fn a_confirm_within_the_grace_period_completes() {
     let mut net = pair();
     let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
-    let (_, c) = code(&net, ALICE, &id);
+    let (_, c) = code(&mut net, ALICE, &id);
     confirm(&mut net, ALICE, &id, &c);
     let b = task(&net, BOB, &id);
     // Bob's confirm, written in time, reaches Alice after expires.
@@ -820,24 +846,58 @@ fn max_open_counts_pending_proposals() {
 fn the_confirm_code_is_bound_to_the_meeting_shown() {
     let mut net = pair();
     let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
-    let (_, c) = code(&net, ALICE, &id);
+    // Before a code is shown, nothing confirms.
+    let r = confirm(&mut net, ALICE, &id, "otter-tiger-eagle-123");
+    assert_eq!(r["refusal"], "no_code", "{r}");
+    let (_, c) = code(&mut net, ALICE, &id);
     // A wrong code confirms nothing and sends nothing.
     let log = net.log.len();
-    let r = confirm(&mut net, ALICE, &id, "000000000000");
+    let r = confirm(&mut net, ALICE, &id, "otter-tiger-eagle-123");
     assert_eq!(r["confirmed"], false);
     assert_eq!(r["refusal"], "wrong_code");
+    assert_eq!(r["misses_left"], 4);
     assert_eq!(net.log.len(), log, "nothing left");
     assert!(task(&net, ALICE, &id).gate.is_some());
-    // Another slot, peer, stage or nonce gives another code.
+    // The code is bound to the digest of what was shown: another slot,
+    // peer, stage or nonce is another digest.
     let a = task(&net, ALICE, &id);
     let g = a.gate.clone().unwrap();
-    assert_eq!(meeting::gate_code(&a, g.stage, &g.slot, &g.nonce), c);
-    assert_ne!(meeting::gate_code(&a, g.stage, &evenings()[1], &g.nonce), c);
-    assert_ne!(meeting::gate_code(&a, Stage::Confirm, &g.slot, &g.nonce), c);
-    assert_ne!(meeting::gate_code(&a, g.stage, &g.slot, "another"), c);
+    let d = meeting::gate_digest(&a, g.stage, &g.slot, &g.nonce);
+    assert_eq!(meeting::current_step(&a).unwrap().2, d);
+    assert_ne!(
+        meeting::gate_digest(&a, g.stage, &evenings()[1], &g.nonce),
+        d
+    );
+    assert_ne!(
+        meeting::gate_digest(&a, Stage::Confirm, &g.slot, &g.nonce),
+        d
+    );
+    assert_ne!(meeting::gate_digest(&a, g.stage, &g.slot, "another"), d);
     let mut other = a.clone();
     other.peer = net.nodes[ALICE].id();
-    assert_ne!(meeting::gate_code(&other, g.stage, &g.slot, &g.nonce), c);
+    assert_ne!(meeting::gate_digest(&other, g.stage, &g.slot, &g.nonce), d);
+    // A code for a digest that is not the step's now is not kept.
+    let (_, record) = Phrase::generate(
+        &meeting::code_terms(
+            g.stage,
+            &meeting::gate_digest(&a, g.stage, &evenings()[1], &g.nonce),
+        ),
+        net.now,
+        &mut rand_core::OsRng,
+    )
+    .unwrap();
+    let r = net
+        .cmd(
+            ALICE,
+            Command::SetMeetingCode {
+                task_id: id.clone(),
+                peer: None,
+                digest: meeting::gate_digest(&a, g.stage, &evenings()[1], &g.nonce),
+                record,
+            },
+        )
+        .unwrap();
+    assert_eq!(r["code_set"], false);
     // The negotiation changes under the same id (Bob cancels): the code
     // shown before confirms nothing, and says so.
     net.cmd(
@@ -846,6 +906,7 @@ fn the_confirm_code_is_bound_to_the_meeting_shown() {
             task_id: id.clone(),
             peer: None,
             code: None,
+            reason: None,
         },
     )
     .unwrap();
@@ -883,7 +944,7 @@ fn a_new_negotiation_under_the_same_id_issues_a_new_code() {
         json!({"rdv": "meeting/propose",
         "slots": [evenings()[0].to_value()]}),
     );
-    let (_, c1) = code(&net, ALICE, &tid);
+    let (_, c1) = code(&mut net, ALICE, &tid);
     let key = meeting::task_key(&net.nodes[BOB].id(), &tid);
     // The store forgets the task (pruned or evicted).
     net.nodes[ALICE]
@@ -898,7 +959,7 @@ fn a_new_negotiation_under_the_same_id_issues_a_new_code() {
         json!({"rdv": "meeting/propose",
         "slots": [evenings()[0].to_value()]}),
     );
-    let (_, c2) = code(&net, ALICE, &tid);
+    let (_, c2) = code(&mut net, ALICE, &tid);
     assert_ne!(c1, c2);
     let r = confirm(&mut net, ALICE, &tid, &c1);
     assert_eq!(r["confirmed"], false);
@@ -948,6 +1009,7 @@ fn an_agreed_meeting_is_called_off_only_with_its_cancel_code() {
                 task_id: id.clone(),
                 peer: None,
                 code: None,
+                reason: None,
             },
         )
         .unwrap();
@@ -959,13 +1021,13 @@ fn an_agreed_meeting_is_called_off_only_with_its_cancel_code() {
             Command::CancelMeeting {
                 task_id: id.clone(),
                 peer: None,
-                code: Some("0123456789ab".into()),
+                code: Some(Secret::new("otter-tiger-eagle-123")),
+                reason: None,
             },
         )
         .unwrap();
-    assert_eq!(r["refusal"], "wrong_code");
-    assert_eq!(task(&net, BOB, &id).state, TaskState::Completed);
-    let (stage, c) = code(&net, BOB, &id);
+    assert_eq!(r["refusal"], "no_code");
+    let (stage, c) = code(&mut net, BOB, &id);
     assert_eq!(stage, Stage::Cancel);
     let r = net
         .cmd(
@@ -973,7 +1035,21 @@ fn an_agreed_meeting_is_called_off_only_with_its_cancel_code() {
             Command::CancelMeeting {
                 task_id: id.clone(),
                 peer: None,
-                code: Some(c),
+                code: Some(Secret::new("otter-tiger-eagle-123")),
+                reason: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(r["refusal"], "wrong_code");
+    assert_eq!(task(&net, BOB, &id).state, TaskState::Completed);
+    let r = net
+        .cmd(
+            BOB,
+            Command::CancelMeeting {
+                task_id: id.clone(),
+                peer: None,
+                code: Some(Secret::new(c)),
+                reason: Some("sorry, I am ill".into()),
             },
         )
         .unwrap();
@@ -985,12 +1061,118 @@ fn an_agreed_meeting_is_called_off_only_with_its_cancel_code() {
         assert!(x.hold.is_none());
         assert_eq!(x.agreed, Some(evenings()[0]));
     }
-    assert!(
-        net.nodes[ALICE]
-            .events_of("meeting")
-            .iter()
-            .any(|e| e["step"] == "meeting-canceled")
+    // The owner's reason reaches the peer, marked as peer text there.
+    let ev = net.nodes[ALICE].events_of("meeting");
+    let canceled = ev
+        .iter()
+        .find(|e| e["step"] == "meeting-canceled")
+        .expect("a meeting-canceled event");
+    assert_eq!(
+        canceled["reason"],
+        json!({"untrusted_peer_text": "sorry, I am ill"}),
+        "{canceled}"
     );
+    assert_eq!(
+        task(&net, ALICE, &id).end_reason.as_deref(),
+        Some("sorry, I am ill")
+    );
+    assert_eq!(
+        task(&net, BOB, &id).end_reason.as_deref(),
+        Some("canceled by you: sorry, I am ill")
+    );
+}
+
+#[test]
+fn a_cancel_reason_is_one_short_line() {
+    let mut net = pair();
+    let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
+    for bad in ["x".repeat(201), "two\nlines".to_string()] {
+        let e = net
+            .cmd(
+                BOB,
+                Command::CancelMeeting {
+                    task_id: id.clone(),
+                    peer: None,
+                    code: None,
+                    reason: Some(bad),
+                },
+            )
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a reason is one line of at most 200 characters"),
+            "{e}"
+        );
+    }
+    assert!(
+        task(&net, BOB, &id).state != TaskState::Canceled,
+        "nothing done"
+    );
+    // A negotiation still open is called off with the reason sent along.
+    let log = net.log.len();
+    let r = net
+        .cmd(
+            BOB,
+            Command::CancelMeeting {
+                task_id: id.clone(),
+                peer: None,
+                code: None,
+                reason: Some("plans changed".into()),
+            },
+        )
+        .unwrap();
+    assert_eq!(r["canceled"], true, "{r}");
+    let sent = received(&net, ALICE, log);
+    assert!(
+        sent.iter().any(|p| {
+            p["message"]["parts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|part| part["data"]["reason"] == "plans changed")
+        }),
+        "{sent:?}"
+    );
+    assert_eq!(
+        task(&net, ALICE, &id).end_reason.as_deref(),
+        Some("plans changed")
+    );
+}
+
+#[test]
+fn five_wrong_codes_kill_the_code_and_a_new_one_is_needed() {
+    // §5.5 (the grant phrases' rules): a code survives 4 misses; the 5th
+    // kills it, so even the right code then confirms nothing; the next
+    // code shown works.
+    let mut net = pair();
+    let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
+    let (_, c) = code(&mut net, ALICE, &id);
+    for left in (0..5).rev() {
+        let r = confirm(&mut net, ALICE, &id, "otter-tiger-eagle-123");
+        assert_eq!(r["confirmed"], false);
+        if left > 0 {
+            assert_eq!(r["refusal"], "wrong_code", "{r}");
+            assert_eq!(r["misses_left"], left);
+        } else {
+            assert_eq!(r["refusal"], "new_code_needed", "{r}");
+        }
+    }
+    let r = confirm(&mut net, ALICE, &id, &c);
+    assert_eq!(r["refusal"], "new_code_needed", "{r}");
+    assert!(
+        task(&net, ALICE, &id).accepted.is_none(),
+        "nothing confirmed"
+    );
+    // The misses are kept in the record (a restart does not reset them).
+    net.nodes[ALICE].reload();
+    let r = confirm(&mut net, ALICE, &id, &c);
+    assert_eq!(r["refusal"], "new_code_needed", "{r}");
+    let (_, c2) = code(&mut net, ALICE, &id);
+    let r = confirm(&mut net, ALICE, &id, &c2);
+    assert_eq!(r["confirmed"], true, "{r}");
+    // Single use: the same code again confirms nothing more.
+    let r = confirm(&mut net, ALICE, &id, &c2);
+    assert_eq!(r["confirmed"], false, "{r}");
 }
 
 #[test]
@@ -1069,10 +1251,19 @@ fn a_backup_holds_no_meeting_code() {
     // restore from it (the gate's nonce is not in the bundle).
     let mut net = pair();
     let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
-    let (_, c) = code(&net, ALICE, &id);
-    let nonce = task(&net, ALICE, &id).gate.unwrap().nonce;
+    let (_, c) = code(&mut net, ALICE, &id);
+    let gate = task(&net, ALICE, &id).gate.unwrap();
+    let hash =
+        serde_json::to_value(gate.code.as_ref().expect("the code's record")).unwrap()["hash"]
+            .as_str()
+            .unwrap()
+            .to_string();
     let state = rdv_agent_core::restore::backup_state(&net.nodes[ALICE].record_list()).unwrap();
-    assert!(!state.to_string().contains(&nonce));
+    assert!(!state.to_string().contains(&gate.nonce));
+    assert!(
+        !state.to_string().contains(&hash),
+        "no code record in a backup"
+    );
     let recs = rdv_agent_core::restore::restored_records(&state, &net.nodes[ALICE].id()).unwrap();
     let node = common::Node::from_records(net.nodes[ALICE].key, &recs);
     let t = node
@@ -1084,5 +1275,19 @@ fn a_backup_holds_no_meeting_code() {
         .find(|t| t.task_id == id)
         .unwrap();
     assert!(t.hold.is_some(), "the hold is kept");
-    assert_ne!(meeting::current_code(t).unwrap().1, c);
+    assert!(t.gate.as_ref().unwrap().code.is_none());
+    let mut node = node;
+    let out = node
+        .handle(
+            Input::Command(Command::ConfirmMeeting {
+                task_id: id.clone(),
+                peer: None,
+                code: Secret::new(c),
+            }),
+            net.now,
+        )
+        .unwrap();
+    let r = out.reply.unwrap();
+    assert_eq!(r["confirmed"], false, "{r}");
+    assert_eq!(r["refusal"], "no_code", "{r}");
 }

@@ -49,7 +49,7 @@ from mcp.client.stdio import stdio_client
 
 SERVER, RELAY, WORK, RDV = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 PHRASE_RE = re.compile(r"CONFIRM PHRASE for request (\S+): ([a-z]+-[a-z]+-[a-z]+-[0-9]{3})")
-DINNER_RE = re.compile(r"CONFIRM PHRASE for dinner (\S+) (\w+): ([0-9a-f]{12})")
+DINNER_RE = re.compile(r"CONFIRM PHRASE for dinner (\S+) (\w+): ([a-z]+-[a-z]+-[a-z]+-[0-9]{3})")
 TASK_RE = re.compile(r"CONFIRM PHRASE for task (\S+) (\w+): ([a-z]+-[a-z]+-[a-z]+-[0-9]{3})")
 REQUEST_URI = "https://rendezvous.nesher.co/ext/request/v1"
 OWNER_PASS = "owner passphrase for the journey 7"
@@ -226,10 +226,15 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     tid = v["proposed"]["task_id"]
     ev, _ = await alice.wait_event("meeting", lambda e: e["task_id"] == tid and e["step"] == "confirm-needed")
     check(ev["waiting_for_you"] == "accept", "alice's agent holds the slot and waits for her", ev)
-    # The model alone cannot confirm (a guessed phrase; no form is shown for it).
+    # The model alone cannot confirm (a guessed phrase; no form is shown for it):
+    # no phrase was shown yet, so one is issued to the human instead.
     n = len(alice_h.forms)
-    v = await alice.ok("rdv_negotiate", {"action": "confirm", "task_id": tid, "confirm_phrase": "0123456789ab"})
-    check(v["done"] is False and v["verdict"] == "wrong_phrase" and len(alice_h.forms) == n, "a model-only dinner confirm is refused", v)
+    v = await alice.ok("rdv_negotiate", {"action": "confirm", "task_id": tid, "confirm_phrase": "otter-tiger-eagle-123"})
+    check(v["done"] is False and v["verdict"] == "phrase_issued" and v.get("previous") == "no_code" and len(alice_h.forms) == n,
+          "a model-only dinner confirm is refused and a phrase goes to the human", v)
+    guessed = alice_h.dinner_phrase(tid, "accept")
+    v = await alice.ok("rdv_negotiate", {"action": "confirm", "task_id": tid, "confirm_phrase": "otter-tiger-eagle-123" if guessed != "otter-tiger-eagle-123" else "otter-tiger-eagle-124"})
+    check(v["done"] is False and v["verdict"] == "wrong_phrase" and v.get("misses_left") == 4, "a guessed dinner phrase is a counted miss", v)
     # A dismissed form leaves the dinner held and falls back to a phrase.
     alice_h.answers = [("cancel", None)]
     v = await alice.ok("rdv_negotiate", {"action": "confirm", "task_id": tid})
@@ -253,7 +258,7 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     pc = bob_h.dinner_phrase(tid, "confirm")
     check(all(pc not in t for t in texts), "the dinner phrase is not in the result")
     v = await bob.ok("rdv_negotiate", {"action": "confirm", "task_id": tid, "confirm_phrase": "0123456789ab"})
-    check(v["verdict"] == "wrong_phrase", "a guessed dinner phrase is refused", v)
+    check(v["verdict"] == "wrong_phrase" and v.get("misses_left") == 4, "a guessed dinner phrase is refused", v)
     v = await bob.ok("rdv_negotiate", {"action": "confirm", "task_id": tid, "confirm_phrase": pc.upper()})
     check(v["done"] is True and v["via"] == "confirm_phrase" and v["stage"] == "confirm", "bob's human confirms by phrase", v)
     await alice.wait_event("meeting", lambda e: e["task_id"] == tid and e["step"] == "completed")
@@ -268,14 +273,16 @@ async def work_layer(alice, alice_h, bob, bob_h, a, b):
     check(px != pc, "a new phrase is shown for the hold as it is now")
     st = await bob.ok("rdv_negotiate", {"action": "status", "task_id": tid})
     check(st["meetings"][0]["state"] == "completed", "nothing was canceled by the old phrase", st)
-    v = await bob.ok("rdv_negotiate", {"action": "cancel", "task_id": tid, "confirm_phrase": px})
+    v = await bob.ok("rdv_negotiate", {"action": "cancel", "task_id": tid, "confirm_phrase": px, "reason": "Sorry, I caught a cold."})
     check(v["done"] is True and v["canceled"] is True, "bob's human calls the agreed dinner off by phrase", v)
-    await alice.wait_event("meeting", lambda e: e["task_id"] == tid and e["step"] == "meeting-canceled")
-    check(True, "alice's agent frees the evening")
+    ev, _ = await alice.wait_event("meeting", lambda e: e["task_id"] == tid and e["step"] == "meeting-canceled")
+    check(ev.get("reason") == {"untrusted_peer_text": "Sorry, I caught a cold."}, "alice's agent frees the evening and shows bob's reason as untrusted peer text", ev)
     # A second dinner: alice's human declines it in the form; the hold is released.
-    v = await bob.ok("rdv_negotiate", {"action": "propose", "agent_id": a["id"], "slots": [slot]})
+    v = await bob.ok("rdv_negotiate", {"action": "propose", "agent_id": a["id"], "slots": [slot], "area": "Kreuzberg"})
     tid2 = v["proposed"]["task_id"]
     await alice.wait_event("meeting", lambda e: e["task_id"] == tid2 and e["step"] == "confirm-needed")
+    st = await alice.ok("rdv_negotiate", {"action": "status", "task_id": tid2})
+    check(st["meetings"][0]["place"] == {"untrusted_peer_text": "area: Kreuzberg"}, "the area bob's model gave reaches alice as the place", st)
     alice_h.answers = [("decline", None)]
     v = await alice.ok("rdv_negotiate", {"action": "confirm", "task_id": tid2})
     check(v["verdict"] == "declined" and v["canceled"] is True, "a declined dinner form cancels the negotiation", v)

@@ -352,8 +352,7 @@ pub const MEETING_PRUNE_AFTER_SECS: i64 = 30 * 24 * 3600;
 /// §7.2, §5.6: a decline or cancel reason, and a place, are display text of
 /// at most 200 characters (our bound).
 pub const MEETING_TEXT_MAX_CHARS: usize = 200;
-/// §5.5: domain separation of the digest a meeting confirm code is cut
-/// from (peer, contextId, taskId, slot, stage, and the hold's nonce).
+/// §5.5: domain separation of the digest of a meeting step the human is
+/// shown (peer, contextId, taskId, slot, stage, and the gate's nonce); its
+/// confirm code is bound to that digest.
 pub const MEETING_GATE_DIGEST_PREFIX: &[u8] = b"rdv1/meeting-gate:";
-/// §5.5: a confirm code is the first 12 hex digits of that digest.
-pub const MEETING_CODE_HEX_LEN: usize = 12;
