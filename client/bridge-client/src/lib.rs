@@ -6,11 +6,17 @@
 //! Relays are dumb pipes (SPEC §3.4): bodies go out and come back byte for
 //! byte; nothing here parses them.
 
+#[cfg(feature = "carriers")]
 pub mod mqtt;
+#[cfg(feature = "carriers")]
 pub mod ntfy;
+pub mod topic;
 
+#[cfg(feature = "carriers")]
 pub use mqtt::{MqttPublisher, MqttSubscription, Publication, QoS};
+#[cfg(feature = "carriers")]
 pub use ntfy::{Message, NtfyClient, Since, Subscription};
+pub use topic::TOPIC_MAX_LEN;
 
 /// Largest body the bridge carries by default (64 KiB, `relay-bridge`
 /// config `limits.message_size_limit`): a sealed envelope (~45 KB, §6.4) or
@@ -20,8 +26,8 @@ pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
 /// What can go wrong talking to a bridge.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Not a valid topic: 1 to 64 of `[-_A-Za-z0-9]` (ntfy's rule).
-    #[error("invalid topic {0:?}: want 1 to 64 of [-_A-Za-z0-9]")]
+    /// Not a valid topic: 1 to 64 of `[-_A-Za-z0-9]` (ntfy's rule, [`topic`]).
+    #[error("invalid topic {0:?}: want 1 to {TOPIC_MAX_LEN} of [-_A-Za-z0-9]")]
     Topic(String),
     /// A URL or `since` value this client cannot use.
     #[error("{0}")]
@@ -44,17 +50,10 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Checks a topic name (ntfy's `^[-_A-Za-z0-9]{1,64}$`), so it is safe in a
-/// URL path and an MQTT topic.
+/// Checks a topic name (ntfy's `^[-_A-Za-z0-9]{1,64}$`, [`topic::check`]),
+/// so it is safe in a URL path and an MQTT topic.
 pub fn validate_topic(t: &str) -> Result<()> {
-    if (1..=64).contains(&t.len())
-        && t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        Ok(())
-    } else {
-        Err(Error::Topic(t.to_owned()))
-    }
+    topic::check(t).map_err(|_| Error::Topic(t.to_owned()))
 }
 
 #[cfg(test)]
@@ -65,10 +64,15 @@ mod tests {
     fn topics() {
         assert!(validate_topic("abc-_09").is_ok());
         assert!(validate_topic(&"a".repeat(64)).is_ok());
-        assert!(validate_topic(&"a".repeat(65)).is_err());
+        let long = "a".repeat(65);
+        assert!(matches!(validate_topic(&long), Err(Error::Topic(t)) if t == long));
         assert!(validate_topic("").is_err());
         assert!(validate_topic("a/b").is_err());
         assert!(validate_topic("a?b").is_err());
         assert!(validate_topic("a,b").is_err());
+        assert_eq!(
+            validate_topic("a,b").unwrap_err().to_string(),
+            r#"invalid topic "a,b": want 1 to 64 of [-_A-Za-z0-9]"#
+        );
     }
 }
