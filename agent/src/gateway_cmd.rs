@@ -17,7 +17,7 @@ use rdv_proto::doc::request::RequestBuilder;
 use rdv_proto::encoding::base32;
 use rdv_proto::mailblock::{BlockPayload, Invite, ProbeEcho, parse_payload};
 use rdv_proto::time::Instant;
-use rdv_proto::{Address, AddressKind, AgentKey};
+use rdv_proto::{Address, AgentKey};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
@@ -222,11 +222,7 @@ fn client(args: &GatewayArgs) -> Result<GatewayClient> {
 }
 
 fn email(s: &str) -> Result<Address> {
-    let a = Address::parse(s)?;
-    if a.kind != AddressKind::Email {
-        return Err(Error::Input(format!("{s:?} is not an email address")));
-    }
-    Ok(a)
+    Address::parse_email(s).map_err(|_| Error::Input(format!("{s:?} is not an email address")))
 }
 
 /// The agent's card: the file given (verified, this key's), or a minimal

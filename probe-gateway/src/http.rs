@@ -29,7 +29,7 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use rdv_proto::encoding::base32;
 use rdv_proto::time::{format_time, from_unix};
-use rdv_proto::{Address, AddressKind, AgentId};
+use rdv_proto::{Address, AgentId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -449,14 +449,13 @@ struct VerifyBody {
 }
 
 pub(crate) fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
-    match Address::parse(mailbox) {
-        Ok(a) if a.kind == AddressKind::Email => Ok(a),
-        _ => Err(ApiRefusal::new(
+    Address::parse_email(mailbox).map_err(|_| {
+        ApiRefusal::new(
             StatusCode::BAD_REQUEST,
             "bad_mailbox",
             "mailbox must be an email address",
-        )),
-    }
+        )
+    })
 }
 
 fn code_hash(mailbox: &str, agent: &str, code: &str) -> String {

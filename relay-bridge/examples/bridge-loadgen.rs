@@ -22,7 +22,7 @@ use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);
 /// A receiver stops after this long without a message once sending is done.
 const IDLE: Duration = Duration::from_secs(5);
-const MAX_PACKET: usize = 64 * 1024 + 1024;
+const MAX_PACKET: usize = rdv_bridge_client::DEFAULT_MAX_BODY + rdv_bridge_client::PACKET_OVERHEAD;
 
 static T0: OnceLock<Instant> = OnceLock::new();
 

@@ -4,16 +4,12 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+// The default body limit (64 KiB) and the MQTT packet's room above it, shared
+// with the carrier clients.
+use rdv_bridge_client::{DEFAULT_MAX_BODY, PACKET_OVERHEAD};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
-
-/// Default body limit: 64 KiB, room for a sealed envelope (about 45 KB,
-/// SPEC §6.4) and a card (16 KiB, §4.3) inline; ntfy's is 4,096 bytes.
-pub const DEFAULT_MESSAGE_SIZE_LIMIT: usize = 64 * 1024;
-
-/// Room for the MQTT fixed header, topic and properties above the body limit.
-pub const PACKET_OVERHEAD: usize = 1024;
 
 /// Segments of the embedded broker's per-filter log: the oldest segment is
 /// dropped whole, so more segments keep the window closer to
@@ -210,7 +206,7 @@ pub struct LimitsConfig {
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
-            message_size_limit: DEFAULT_MESSAGE_SIZE_LIMIT,
+            message_size_limit: DEFAULT_MAX_BODY,
             request_burst: 60,
             request_replenish_ms: 5000,
             subscriptions_per_visitor: 30,

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use rdv_bridge_client::PACKET_OVERHEAD;
 use tokio::sync::mpsc;
 
 use crate::auth::{Auth, MqttClient, Perm};
-use crate::config::{FILTER_LOG_SEGMENTS, MqttConfig, PACKET_OVERHEAD};
+use crate::config::{FILTER_LOG_SEGMENTS, MqttConfig};
 use crate::hub::{Draft, Hub, Item, Origin};
 use crate::limits::{ConnGuard, Limited, Limits, Slowed, SubGuard, Visitor};
 use crate::message::UnixTime as _;

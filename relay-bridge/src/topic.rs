@@ -1,9 +1,11 @@
-//! Topic names (issue #5): ntfy's rule `^[-_A-Za-z0-9]{1,64}$`, minus the
-//! names ntfy reserves for its own pages and the paths this bridge serves.
-//! Discovery topics (SPEC §4.4, 26 base32 characters) fit the rule.
+//! Topic names (issue #5): ntfy's rule `^[-_A-Za-z0-9]{1,64}$` (written
+//! once, in `rdv_bridge_client::topic`), minus the names ntfy reserves for
+//! its own pages and the paths this bridge serves. Discovery topics
+//! (SPEC §4.4, 26 base32 characters) fit the rule.
 
-/// ntfy's longest topic name.
-pub const TOPIC_MAX_LEN: usize = 64;
+pub use rdv_bridge_client::topic::TOPIC_MAX_LEN;
+use rdv_bridge_client::topic::{self as rule, TopicFault};
+
 /// At most this many topics in one subscription (`/t1,t2,…/json`).
 pub const MAX_TOPICS_PER_SUBSCRIPTION: usize = 32;
 
@@ -16,9 +18,8 @@ pub const RESERVED: &[&str] = &[
 /// Why a topic name is refused; a refusal reason is data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopicError {
-    Empty,
-    TooLong,
-    BadCharacter,
+    /// Outside ntfy's rule.
+    Rule(TopicFault),
     Reserved,
     TooManyTopics,
 }
@@ -26,9 +27,7 @@ pub enum TopicError {
 impl TopicError {
     pub fn reason(self) -> &'static str {
         match self {
-            TopicError::Empty => "topic is empty",
-            TopicError::TooLong => "topic is longer than 64 characters",
-            TopicError::BadCharacter => "topic may hold only A-Z, a-z, 0-9, - and _",
+            TopicError::Rule(f) => f.reason(),
             TopicError::Reserved => "topic name is reserved",
             TopicError::TooManyTopics => "too many topics in one subscription",
         }
@@ -37,18 +36,7 @@ impl TopicError {
 
 /// Checks one topic name.
 pub fn validate(t: &str) -> Result<(), TopicError> {
-    if t.is_empty() {
-        return Err(TopicError::Empty);
-    }
-    if t.len() > TOPIC_MAX_LEN {
-        return Err(TopicError::TooLong);
-    }
-    if !t
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        return Err(TopicError::BadCharacter);
-    }
+    rule::check(t).map_err(TopicError::Rule)?;
     if RESERVED.contains(&t) {
         return Err(TopicError::Reserved);
     }
@@ -81,11 +69,12 @@ mod tests {
     fn rule() {
         assert!(validate("mytopic_1-x").is_ok());
         assert!(validate(&"a".repeat(64)).is_ok());
-        assert_eq!(validate(&"a".repeat(65)), Err(TopicError::TooLong));
-        assert_eq!(validate(""), Err(TopicError::Empty));
-        assert_eq!(validate("a/b"), Err(TopicError::BadCharacter));
-        assert_eq!(validate("a.b"), Err(TopicError::BadCharacter));
-        assert_eq!(validate("é"), Err(TopicError::BadCharacter));
+        let fault = |f| Err(TopicError::Rule(f));
+        assert_eq!(validate(&"a".repeat(65)), fault(TopicFault::TooLong));
+        assert_eq!(validate(""), fault(TopicFault::Empty));
+        assert_eq!(validate("a/b"), fault(TopicFault::BadCharacter));
+        assert_eq!(validate("a.b"), fault(TopicFault::BadCharacter));
+        assert_eq!(validate("é"), fault(TopicFault::BadCharacter));
         assert_eq!(validate("docs"), Err(TopicError::Reserved));
         assert_eq!(validate("v1"), Err(TopicError::Reserved));
         // A discovery topic (SPEC §4.4) is a valid name.
@@ -96,7 +85,7 @@ mod tests {
     #[test]
     fn lists() {
         assert_eq!(parse_list("a,b,a").unwrap(), vec!["a", "b"]);
-        assert_eq!(parse_list("a,,b"), Err(TopicError::Empty));
+        assert_eq!(parse_list("a,,b"), Err(TopicError::Rule(TopicFault::Empty)));
         let many = (0..33)
             .map(|i| format!("t{i}"))
             .collect::<Vec<_>>()

@@ -21,7 +21,7 @@ use rdv_proto::doc::obj::is_uuid;
 use rdv_proto::doc::request::ContactRequest;
 use rdv_proto::mailblock::{BlockPayload, Invite, ProbeEcho, parse_payload};
 use rdv_proto::time::{Instant, format_time, from_unix};
-use rdv_proto::{Address, AddressKind, AgentId};
+use rdv_proto::{Address, AgentId};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
@@ -168,10 +168,7 @@ pub enum GatewayInput {
 }
 
 fn email(s: &str) -> Result<Address> {
-    match Address::parse(s) {
-        Ok(a) if a.kind == AddressKind::Email => Ok(a),
-        _ => Err(Error::Input(format!("{s:?} is not an email address"))),
-    }
+    Address::parse_email(s).map_err(|_| Error::Input(format!("{s:?} is not an email address")))
 }
 
 /// A gateway base URL: http(s)://, at most 256 characters, no spaces.

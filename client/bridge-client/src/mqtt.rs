@@ -12,12 +12,10 @@ use rumqttc::{Client, Connection, ConnectionError, Event, Outgoing, Packet};
 
 pub use rumqttc::QoS;
 
-use crate::{DEFAULT_MAX_BODY, Error, Result};
+use crate::{DEFAULT_MAX_BODY, Error, PACKET_OVERHEAD, Result, check_body};
 
 /// How long one operation (connect, publish, subscribe) may take.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(30);
-/// Room for the fixed header and topic above the body limit.
-const PACKET_OVERHEAD: usize = 1024;
 
 /// `mqtt://host[:port]` (default port 1883) → host and port.
 pub fn parse_url(url: &str) -> Result<(String, u16)> {
@@ -147,12 +145,7 @@ impl MqttPublisher {
     /// keep it for later subscribers.
     pub fn publish(&mut self, topic: &str, payload: &[u8], qos: QoS, retain: bool) -> Result<()> {
         check_publish_topic(topic)?;
-        if payload.len() > DEFAULT_MAX_BODY {
-            return Err(Error::Input(format!(
-                "payload of {} bytes is over {DEFAULT_MAX_BODY}",
-                payload.len()
-            )));
-        }
+        check_body(payload.len())?;
         self.client
             .publish(topic, qos, retain, payload.to_vec())
             .map_err(|e| Error::Mqtt(e.to_string()))?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand_core::RngCore;
 use rdv_proto::doc::obj::is_uuid;
 use rdv_proto::time::Instant;
-use rdv_proto::{Address, AddressKind, AgentKey};
+use rdv_proto::{Address, AgentKey};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -313,10 +313,9 @@ fn inbound(agent: &ureq::Agent, base: &str, token: &str, raw: &[u8]) -> Result<V
 
 /// An email address in canonical form (§4.6), or an input error.
 fn email(s: &str) -> Result<String> {
-    match Address::parse(s) {
-        Ok(a) if a.kind == AddressKind::Email => Ok(a.canon().to_string()),
-        _ => Err(Error::Input(format!("{s:?} is not an email address"))),
-    }
+    Address::parse_email(s)
+        .map(|a| a.canon().to_string())
+        .map_err(|_| Error::Input(format!("{s:?} is not an email address")))
 }
 
 /// A cookie: 1 to 128 printable ASCII characters (§5.2.1).

@@ -77,6 +77,17 @@ impl Address {
         ))
     }
 
+    /// An email address and nothing else (§4.6): what the mail side reads
+    /// (the probe and the invite, §5.2; a gateway mailbox). A phone number
+    /// is refused like a malformed value, each with its reason.
+    pub fn parse_email(raw: &str) -> Result<Self> {
+        let a = Self::parse(raw)?;
+        if a.kind != AddressKind::Email {
+            return Err(Error::Address("a phone number, not an email".into()));
+        }
+        Ok(a)
+    }
+
     /// `canon(address)`: the bare value, no type prefix.
     pub fn canon(&self) -> &str {
         &self.canon
@@ -155,6 +166,25 @@ mod tests {
             "a\u{7}@b.c",
         ] {
             assert!(Address::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn parse_email_takes_emails_only() {
+        let a = Address::parse_email(" John@Doe.COM ").unwrap();
+        assert_eq!((a.kind, a.canon()), (AddressKind::Email, "john@doe.com"));
+        assert_eq!(Some(a), Address::parse("john@doe.com").ok());
+        // A valid phone is an address, but not an email.
+        assert!(Address::parse("+972-54-000-0000").is_ok());
+        assert!(matches!(
+            Address::parse_email("+972-54-000-0000"),
+            Err(Error::Address(why)) if why == "a phone number, not an email"
+        ));
+        for bad in ["", "john", "john@", "@doe.com", "a@b@c", "jo hn@doe.com"] {
+            assert!(
+                matches!(Address::parse_email(bad), Err(Error::Address(_))),
+                "{bad:?} accepted"
+            );
         }
     }
 
