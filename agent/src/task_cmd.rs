@@ -234,21 +234,19 @@ fn json_arg(what: &str, s: &str) -> Result<Value> {
 
 /// <n><s|m|h|d> as seconds.
 pub fn duration(s: &str) -> Result<i64> {
-    let bad = || Error::Input(format!("{s:?}: a duration is <n><s|m|h|d>, e.g. 48h or 7d"));
-    let (n, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: i64 = n.parse().map_err(|_| bad())?;
-    let mul = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    if n <= 0 || n > 3650 * 86_400 {
-        return Err(bad());
-    }
-    Ok(n * mul)
+    // The core's parser (a model reaches this through `until`): no panic on
+    // a multi-byte last character; the bound is on the seconds.
+    rdv_proto::time::parse_duration(s)
+        .filter(|&d| d > 0 && d <= DURATION_MAX_SECS)
+        .ok_or_else(|| {
+            Error::Input(format!(
+                "{s:?}: a duration is <n><s|m|h|d>, e.g. 48h or 7d, at most 3650d"
+            ))
+        })
 }
+
+/// The longest `--until`/`--expires` duration: ten years.
+const DURATION_MAX_SECS: i64 = 3650 * 86_400;
 
 /// The full taskId a prefix (at least 8 characters) names.
 fn task_id(rt: &Runtime, s: &str) -> Result<String> {
@@ -878,4 +876,29 @@ fn stty(args: &[&str]) -> Result<String> {
         ));
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_is_bounded_and_never_panics() {
+        assert_eq!(duration("48h").ok(), Some(48 * 3600));
+        assert_eq!(duration("3650d").ok(), Some(DURATION_MAX_SECS));
+        for bad in [
+            "3651d",
+            "315360001s",
+            "0h",
+            "1\u{452}",
+            "\u{452}",
+            "",
+            "h",
+            "-1d",
+            "1.5h",
+        ] {
+            let e = duration(bad).unwrap_err().to_string();
+            assert!(e.contains("a duration is <n><s|m|h|d>"), "{bad:?}: {e}");
+        }
+    }
 }
