@@ -522,6 +522,7 @@ impl Agent {
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
         let label = self.state.contacts.get(from).and_then(|c| c.label.clone());
+        let why = serde_json::to_string(abuse).unwrap_or_default();
         self.tell(Event::Task {
             step: "abuse".into(),
             peer: from.clone(),
@@ -529,14 +530,14 @@ impl Agent {
             task_id: task_id.to_string(),
             capability: Some(capability.to_string()),
             state: None,
-            reason: Some(serde_json::to_string(abuse).unwrap_or_default()),
+            reason: Some(why.clone()),
             waiting_for_you: None,
             via: None,
             text: None,
             data: None,
             files: Vec::new(),
         });
-        self.revoke_contact(from, "task-abuse", ctx)
+        self.revoke_contact_for(from, "task-abuse", Some(why), ctx)
     }
 
     /// Whether tasks/v1 takes this rdv/cancel (a meeting task goes to the
