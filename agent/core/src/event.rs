@@ -199,6 +199,9 @@ pub enum Event {
         /// Why it ended: ours, or the peer's (display only).
         reason: Option<UntrustedPeerText>,
     },
+    /// The owner's direct-transfer setting (§7.7) counts as off because its
+    /// stored MAC does not verify (`reason` says so and how to set it).
+    DirectTransfer { on: bool, reason: Option<String> },
     /// auto_approve: all on a contact changed (§5.5.1): set, extended,
     /// off, expired (with why).
     AutoApprove {
