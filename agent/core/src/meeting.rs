@@ -1309,7 +1309,8 @@ impl Agent {
 
     /// §5.3: a meeting proposal refused for a limit (already counted by
     /// `limits_check`): declined with reason rate, no state; when the
-    /// refusal meets gross abuse (b), the contact is revoked instead.
+    /// refusal meets gross abuse (b), the contact is then revoked (as a
+    /// task's is: rejected, then the rdv/revoke).
     fn meeting_rate_refusal(
         &mut self,
         from: &AgentId,
@@ -1318,9 +1319,6 @@ impl Agent {
         revoke: Option<crate::limits::Abuse>,
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
-        if let Some(abuse) = revoke {
-            return self.revoke_for_abuse(from, &m.task_id, EXT_MEETINGS, &abuse, ctx);
-        }
         self.meeting_decline_unkept(from, m, &format!("rate: {why}"), ctx)?;
         self.tell(Event::Meeting {
             step: "refused".into(),
@@ -1334,6 +1332,9 @@ impl Agent {
             reason: None,
             waiting_for_you: None,
         });
+        if let Some(abuse) = revoke {
+            self.revoke_for_abuse(from, &m.task_id, EXT_MEETINGS, &abuse, ctx)?;
+        }
         Ok(())
     }
 

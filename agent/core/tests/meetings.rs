@@ -773,6 +773,21 @@ fn a_proposal_over_the_meeting_limits_is_declined_with_reason_rate() {
             .is_none(),
         "revoked"
     );
+    // Under (b), told apart from (a): the rule kept with the contact.
+    let ended = net.nodes[ALICE].agent.state.contacts[&net.nodes[BOB].id()]
+        .ended
+        .clone()
+        .unwrap();
+    assert_eq!(ended.by, "task-abuse");
+    let why: Value = serde_json::from_str(ended.reason.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        why,
+        json!({"rule": "capability", "capability": EXT_MEETINGS, "rejected": 4, "limit": 1})
+    );
+    assert_eq!(
+        net.nodes[ALICE].events_of("revoked").last().unwrap()["by"],
+        "task-abuse"
+    );
 }
 
 /// Bob's proposal `n` (task uuid(n), context uuid(n + 1), message uuid(n + 2)).
