@@ -844,12 +844,15 @@ fn run_dinner(
     };
     let (mut rt_a, mut rt_b) = (open(&pair.a), open(&pair.b));
     let b_id = rt_b.agent().id().clone();
-    // An evening per run, 19:00-21:00 UTC from the day after tomorrow on:
-    // A's calendar is busy on each, so every proposal is countered.
+    // An evening per run, 19:00-21:00 UTC, every other day from the day
+    // after tomorrow on: A's calendar is busy on each, so every proposal is
+    // countered, with the same evening on the next days (the reference
+    // policy), and the day after each is still free on both sides.
     let today = time::OffsetDateTime::now_utc().unix_timestamp() / 86_400;
     let evenings: Vec<Slot> = (0..n as i64)
         .map(|r| {
-            let at = |h: i64| rdv_proto::time::from_unix((today + 2 + r) * 86_400 + h * 3600);
+            let day = today + 2 + 2 * r;
+            let at = |h: i64| rdv_proto::time::from_unix(day * 86_400 + h * 3600);
             Slot::new(at(19).unwrap(), at(21).unwrap()).unwrap()
         })
         .collect();
