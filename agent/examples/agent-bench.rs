@@ -7,6 +7,7 @@
 //! cargo build --release -p rdv-agent --example agent-bench
 //! target/release/examples/agent-bench all            # everything below
 //! target/release/examples/agent-bench latency 200    # N messages
+//! target/release/examples/agent-bench dinner 20 50   # N negotiations, M messages
 //! target/release/examples/agent-bench first-contact 5
 //! target/release/examples/agent-bench load 1000 10 60  # contacts, msg/s, window s
 //! ```
@@ -18,6 +19,13 @@
 //!   (nostr-sdk: publish on one client, receive on another's subscription)
 //!   and a timed loop of `envelope::seal` + `open`. Target: the library path
 //!   within 2× of (bare round trip + seal + open).
+//! - `dinner`: a full dinner negotiation between two agents (propose →
+//!   counter → accept → both humans confirm, SPEC §7.2–§7.3) over the same
+//!   relay, `rdv listen` on both homes, the proposal and both confirms
+//!   through the library (`Runtime::command`, one runtime per home kept
+//!   open): wall time (median, p95) and the envelopes the relay carried per
+//!   negotiation, beside the latency mode's message round trip measured in
+//!   the same run (M messages), and the ratio.
 //! - `first-contact`: discover → request → grant → first message between
 //!   two homes with `rdv listen` running on both, each step the tool's wall
 //!   time and the network's (until the other side's listener prints the
@@ -51,6 +59,7 @@ use rdv_agent::home::Home;
 use rdv_agent::runtime::{Options, Runtime};
 use rdv_agent::store::Store;
 use rdv_agent_core::agent::default_scope;
+use rdv_agent_core::meeting::{self, Proposal, Slot};
 use rdv_agent_core::record::{Table, Write};
 use rdv_agent_core::state::State;
 use rdv_agent_core::{Agent, Command, Ctx, Effect, Input, PublishOutcome, RequestTo, Setup};
@@ -399,11 +408,12 @@ struct Step {
 }
 
 struct Pair {
+    a: PathBuf,
     b: PathBuf,
     a_id: AgentId,
     la: Listener,
     /// B's listener, kept running.
-    _lb: Listener,
+    lb: Listener,
 }
 
 /// Two homes, both listening; `first contact` by card or by probe. The
@@ -499,15 +509,7 @@ fn first_contact(root: &Path, tag: &str, relay: &str, by_card: bool) -> (Pair, V
         tools: d,
         total: end.max(seen) - t,
     });
-    (
-        Pair {
-            b,
-            a_id,
-            la,
-            _lb: lb,
-        },
-        steps,
-    )
+    (Pair { a, b, a_id, la, lb }, steps)
 }
 
 fn run_first_contact(root: &Path, relay: &Relay, runs: usize, bare_p50: Duration) {
@@ -557,12 +559,20 @@ fn run_first_contact(root: &Path, relay: &Relay, runs: usize, bare_p50: Duration
 
 // ---- message latency ----------------------------------------------------------
 
+/// The latency mode's figures other modes are set beside.
+struct Latency {
+    /// The bare kind-30417 round trip, p50.
+    bare_p50: Duration,
+    /// The library path, command start → the other listener prints, p50.
+    lib_p50: Duration,
+}
+
 fn run_latency(
     root: &Path,
     relay: &Relay,
     n: usize,
     tokio_rt: &tokio::runtime::Runtime,
-) -> Duration {
+) -> Latency {
     println!("\n== message latency over rdv-dev-relay ({n} messages each, one at a time)");
     let (bare, bare_ok) = tokio_rt.block_on(bare_round_trips(&relay.url, n));
     let (seal, open) = seal_open(n.max(500));
@@ -745,7 +755,203 @@ fn run_latency(
             }
         );
     }
-    pct(&bare, 0.5)
+    Latency {
+        bare_p50: pct(&bare, 0.5),
+        lib_p50: pct(&lib, 0.5),
+    }
+}
+
+// ---- dinner ---------------------------------------------------------------------
+
+/// The human's confirm through the library, as `rdv dinner confirm` does
+/// it: the state as the listener committed it, the code shown for the
+/// meeting waiting (`meeting_cmd::issue_code`: a phrase drawn and its
+/// scrypt hash kept, what `rdv dinner list` prints), then
+/// `Command::ConfirmMeeting` (the hash checked). Its wall time.
+fn human_confirm(
+    rt: &mut Runtime,
+    peer: &AgentId,
+    task_id: &str,
+    tokio_rt: &tokio::runtime::Runtime,
+) -> Duration {
+    let t = Instant::now();
+    tokio_rt.block_on(async {
+        rt.refresh().await.unwrap();
+        let m = rt
+            .agent()
+            .state
+            .meetings
+            .tasks
+            .values()
+            .find(|m| m.task_id == task_id && &m.peer == peer)
+            .expect("the meeting waiting for the human");
+        let (stage, _, digest) = meeting::current_step(m).expect("a step waiting for the human");
+        let code = rdv_agent::meeting_cmd::issue_code(rt, task_id, peer, stage, &digest)
+            .await
+            .unwrap()
+            .expect("a code for the meeting shown");
+        let v = rt
+            .command(Command::ConfirmMeeting {
+                task_id: task_id.to_string(),
+                peer: Some(peer.clone()),
+                code: rdv_agent_core::owner::Secret::new(code.expose()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(v["confirmed"], true, "{v}");
+    });
+    t.elapsed()
+}
+
+/// Envelopes the relay carried to either agent until it has been quiet for
+/// `quiet` (bounded by [`WAIT`]).
+async fn drain_envelopes(
+    notes: &mut tokio::sync::broadcast::Receiver<RelayPoolNotification>,
+    quiet: Duration,
+) -> usize {
+    let mut ids = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(quiet.min(left), notes.recv()).await {
+            Ok(Ok(RelayPoolNotification::Event { event, .. })) => {
+                ids.insert(event.id);
+            }
+            Ok(Ok(_)) => {}
+            _ => return ids.len(),
+        }
+    }
+}
+
+/// A full dinner negotiation between two agents over the local relay,
+/// `n` times: B proposes an evening A's calendar is busy on (library,
+/// `Command::ProposeMeeting`); A's `rdv listen` counters with free slots;
+/// B's listener holds the first and waits for B; B confirms (library); A's
+/// listener holds it and waits for A; A confirms (library); done when B's
+/// listener prints `completed`. Humans answer at once: the wall time is the
+/// agents' and the network's. Beside it, the message round trip of the
+/// latency mode in the same run.
+fn run_dinner(
+    root: &Path,
+    relay: &Relay,
+    n: usize,
+    lat: &Latency,
+    tokio_rt: &tokio::runtime::Runtime,
+) {
+    println!(
+        "\n== dinner negotiation over rdv-dev-relay (propose → counter → accept → both humans confirm; {n} runs)"
+    );
+    let pair = first_contact(root, "din", &relay.url, true).0;
+    let open = |h: &Path| {
+        tokio_rt
+            .block_on(Runtime::open(Home::at(h), Options::default()))
+            .unwrap()
+    };
+    let (mut rt_a, mut rt_b) = (open(&pair.a), open(&pair.b));
+    let b_id = rt_b.agent().id().clone();
+    // An evening per run, 19:00-21:00 UTC, every other day from the day
+    // after tomorrow on: A's calendar is busy on each, so every proposal is
+    // countered, with the same evening on the next days (the reference
+    // policy), and the day after each is still free on both sides.
+    let today = time::OffsetDateTime::now_utc().unix_timestamp() / 86_400;
+    let evenings: Vec<Slot> = (0..n as i64)
+        .map(|r| {
+            let day = today + 2 + 2 * r;
+            let at = |h: i64| rdv_proto::time::from_unix(day * 86_400 + h * 3600);
+            Slot::new(at(19).unwrap(), at(21).unwrap()).unwrap()
+        })
+        .collect();
+    tokio_rt
+        .block_on(rt_a.command(Command::SetCalendar {
+            busy: evenings.clone(),
+            sources: vec!["agent-bench".into()],
+        }))
+        .unwrap();
+    // Every envelope the relay carries to A or B, counted per negotiation.
+    let (counter, mut notes) = tokio_rt.block_on(async {
+        let c = client(&relay.url).await;
+        let notes = c.notifications();
+        c.subscribe(p_filter(&pair.a_id), None).await.unwrap();
+        c.subscribe(p_filter(&b_id), None).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        (c, notes)
+    });
+    tokio_rt.block_on(drain_envelopes(&mut notes, Duration::from_millis(300)));
+    let is = |id: &str, step: &'static str| {
+        let id = id.to_string();
+        move |e: &Value| e["kind"] == "meeting" && e["task_id"] == id.as_str() && e["step"] == step
+    };
+    let (mut wall, mut confirms, mut msgs) = (Vec::new(), Vec::new(), Vec::new());
+    for slot in &evenings {
+        let t = Instant::now();
+        let v = tokio_rt
+            .block_on(rt_b.command(Command::ProposeMeeting(Proposal {
+                to: pair.a_id.clone(),
+                slots: vec![*slot],
+                window: None,
+                expires: None,
+                place: None,
+                intent: Some("dinner".into()),
+            })))
+            .unwrap();
+        let id = v["task_id"].as_str().unwrap().to_string();
+        // A counters (its calendar is busy); B's agent holds the first free
+        // slot of the counter and waits for B.
+        pair.lb.wait(is(&id, "confirm-needed"));
+        let cb = human_confirm(&mut rt_b, &pair.a_id, &id, tokio_rt);
+        // B's accept reaches A, whose agent holds it and waits for A.
+        pair.la.wait(is(&id, "confirm-needed"));
+        let ca = human_confirm(&mut rt_a, &b_id, &id, tokio_rt);
+        // A's confirm reaches B: agreed on both sides.
+        let (done, _) = pair.lb.wait(is(&id, "completed"));
+        wall.push(done - t);
+        confirms.push(ca + cb);
+        msgs.push(tokio_rt.block_on(drain_envelopes(&mut notes, Duration::from_millis(500))));
+        tokio_rt.block_on(async {
+            rt_a.refresh().await.unwrap();
+            rt_b.refresh().await.unwrap();
+        });
+        for (rt, peer) in [(&rt_a, &b_id), (&rt_b, &pair.a_id)] {
+            let m = rt
+                .agent()
+                .state
+                .meetings
+                .tasks
+                .values()
+                .find(|m| m.task_id == id && &m.peer == peer)
+                .unwrap();
+            assert_eq!(m.state.as_str(), "completed");
+        }
+    }
+    tokio_rt.block_on(counter.shutdown());
+    drop((rt_a, rt_b));
+    msgs.sort_unstable();
+    let per = msgs[msgs.len() / 2];
+    let (med, p95) = (pct(&wall, 0.5), pct(&wall, 0.95));
+    println!(
+        "  negotiation wall time (propose → B's listener prints completed)  median {:>8.1} ms  p95 {:>8.1} ms  (n={n})",
+        ms(med),
+        ms(p95)
+    );
+    println!(
+        "    of which the two human confirms through the library (refresh + code + ConfirmMeeting): median {:.1} ms",
+        ms(pct(&confirms, 0.5))
+    );
+    println!(
+        "  envelopes over the relay per negotiation, both ways: median {per} (min {}, max {})",
+        msgs[0],
+        msgs[msgs.len() - 1]
+    );
+    println!(
+        "  message round trip in this run (library: command start → the other listener prints): p50 {:.1} ms; bare Nostr p50 {:.3} ms",
+        ms(lat.lib_p50),
+        ms(lat.bare_p50)
+    );
+    println!(
+        "  negotiation / message round trip: median {:.1}×, p95 {:.1}× (one message's trip per envelope would be {per}×)",
+        ms(med) / ms(lat.lib_p50),
+        ms(p95) / ms(lat.lib_p50)
+    );
 }
 
 // ---- load ---------------------------------------------------------------------
@@ -1254,6 +1460,10 @@ fn main() {
         "latency" => {
             run_latency(&root, &relay, num(1, 200) as usize, &tokio_rt);
         }
+        "dinner" => {
+            let lat = run_latency(&root, &relay, num(2, 50) as usize, &tokio_rt);
+            run_dinner(&root, &relay, num(1, 20) as usize, &lat, &tokio_rt);
+        }
         "first-contact" => {
             let (bare, _) = tokio_rt.block_on(bare_round_trips(&relay.url, 50));
             run_first_contact(&root, &relay, num(1, 5) as usize, pct(&bare, 0.5));
@@ -1267,8 +1477,9 @@ fn main() {
             &tokio_rt,
         ),
         _ => {
-            let bare = run_latency(&root, &relay, 200, &tokio_rt);
-            run_first_contact(&root, &relay, 5, bare);
+            let lat = run_latency(&root, &relay, 200, &tokio_rt);
+            run_dinner(&root, &relay, 20, &lat, &tokio_rt);
+            run_first_contact(&root, &relay, 5, lat.bare_p50);
             run_load(&root, &relay, 1000, 10, Duration::from_secs(60), &tokio_rt);
         }
     }

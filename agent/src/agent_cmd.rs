@@ -612,7 +612,27 @@ fn contacts(rt: &Runtime) -> Result<Value> {
             })
         })
         .collect();
-    Ok(json!({ "contacts": list }))
+    // Contacts that ended, with who ended them and why (§5.4; a revoke for
+    // abuse names its rule, §5.3 (a) apart from (b)).
+    let ended: Vec<Value> = rt
+        .agent()
+        .state
+        .contacts
+        .values()
+        .filter(|c| c.status == ContactStatus::Revoked)
+        .filter_map(|c| {
+            let e = c.ended.as_ref()?;
+            Some(json!({
+                "id": c.id,
+                "fingerprint": c.id.fingerprint(),
+                "label": c.label,
+                "by": e.by,
+                "reason": e.reason,
+                "at": e.at,
+            }))
+        })
+        .collect();
+    Ok(json!({ "contacts": list, "ended": ended }))
 }
 
 async fn send(a: SendArgs, g: &Global, out: &Out) -> Result<()> {

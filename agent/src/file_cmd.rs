@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use clap::Subcommand;
 use rdv_agent_core::Command;
-use rdv_agent_core::file::{FileCommand, FileMeta, FilePart, inline_part, reference_part};
+use rdv_agent_core::file::{
+    DirectTransferSetting, FileCommand, FileMeta, FilePart, inline_part, reference_part,
+};
 use rdv_agent_core::peer_text::{UntrustedPeerText, terminal_safe};
 use rdv_agent_core::task::{OwnFile, Role, Task};
 use rdv_proto::consts::{A2A_INLINE_FILE_MAX_BYTES, FILES_FETCH_MAX_BYTES, FILES_QUARANTINE_DIR};
@@ -564,17 +566,15 @@ pub async fn run(cmd: FileCommandArgs, g: &Global) -> Result<()> {
             let rt = Runtime::open(home.clone(), Options::default()).await?;
             let prepared = prepared_views(home.dir());
             let in_tasks = task_file_views(home.dir(), &rt);
-            let dt = rt
-                .agent()
-                .state
-                .tasks
-                .direct_transfer
-                .as_ref()
-                .is_some_and(|d| d.on);
-            print(
-                g,
-                &json!({"prepared": prepared, "in_tasks": in_tasks, "direct_transfer": dt}),
-            )
+            // The setting as checked (§7.7): one whose MAC does not verify
+            // is off, and said so.
+            let setting = rt.agent().direct_transfer_setting();
+            let mut v = json!({"prepared": prepared, "in_tasks": in_tasks,
+                "direct_transfer": setting == DirectTransferSetting::On});
+            if setting == DirectTransferSetting::Tampered {
+                v["notice"] = json!(rdv_agent_core::file::DIRECT_TRANSFER_TAMPERED);
+            }
+            print(g, &v)
         }
         FileCommandArgs::Fetch { task, sha } => {
             let rt = Runtime::open(home.clone(), Options::default()).await?;

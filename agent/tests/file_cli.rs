@@ -41,6 +41,36 @@ fn direct_transfer_is_off_and_changed_only_at_a_terminal() {
 }
 
 #[test]
+fn a_setting_written_into_the_home_counts_as_off_with_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("a");
+    init(&home);
+    // Something that can write the home (not this command) turns it on in
+    // the store: a record without the MAC of §7.7's owner setting.
+    let db = rdv_agent::home::Home::at(&home).db_path();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let store = rdv_agent::store::Store::open(&db).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        tx.write(&[rdv_agent_core::record::Write {
+            table: rdv_agent_core::record::Table::Owner,
+            key: rdv_agent_core::file::DIRECT_TRANSFER_KEY.into(),
+            value: Some(serde_json::json!({"on": true, "since": "2026-12-01T10:00:00Z"})),
+        }])
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        store.close().await;
+    });
+    let s = ok_json(&home, &["file", "direct-transfer", "status"]);
+    assert_eq!(s["direct_transfer"], false);
+    assert_eq!(s["integrity"], "failed");
+    assert_eq!(s["notice"], rdv_agent_core::file::DIRECT_TRANSFER_TAMPERED);
+    let l = ok_json(&home, &["file", "list"]);
+    assert_eq!(l["direct_transfer"], false);
+    assert_eq!(l["notice"], rdv_agent_core::file::DIRECT_TRANSFER_TAMPERED);
+}
+
+#[test]
 fn prepare_refuses_the_home_and_keeps_the_key_private() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("a");

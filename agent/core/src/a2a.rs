@@ -872,21 +872,26 @@ impl Agent {
                     verb,
                     data,
                 };
+                // A meeting of ours, or a cancel ahead of its proposal that
+                // no task claims and that names the meetings extension (§7.3
+                // tombstone), goes to the meetings engine.
+                let meeting = match family(&m.verb) {
+                    Some(Family::Meetings) => true,
+                    Some(Family::Cancel) => {
+                        self.meeting_has(from, &m.task_id)
+                            || (!self.task_claims_cancel(from, &m.task_id, &message.extensions)
+                                && message.extensions.iter().any(|e| e == EXT_MEETINGS))
+                    }
+                    _ => false,
+                };
+                // §5.3 (a): a meeting message counts towards the grant-wide
+                // max_frequency, as a task message or a free message does.
+                if meeting && self.task_count_grant_wide(from, ctx)? {
+                    return Ok(());
+                }
                 match family(&m.verb) {
                     Some(Family::Meetings) => self.meeting_message(from, m, ctx),
-                    // A meeting of ours, or a cancel ahead of its proposal
-                    // that no task claims and that names the meetings
-                    // extension (§7.3 tombstone).
-                    Some(Family::Cancel)
-                        if self.meeting_has(from, &m.task_id)
-                            || (!self.task_claims_cancel(
-                                from,
-                                &m.task_id,
-                                &message.extensions,
-                            ) && message.extensions.iter().any(|e| e == EXT_MEETINGS)) =>
-                    {
-                        self.meeting_message(from, m, ctx)
-                    }
+                    Some(Family::Cancel) if meeting => self.meeting_message(from, m, ctx),
                     // tasks/v1 (§7.6): the tasks engine takes task/request,
                     // task/input and every other rdv/cancel (`task_flow`).
                     Some(Family::Tasks) | Some(Family::Cancel) => {
@@ -913,6 +918,9 @@ impl Agent {
             }
             Inbound::TaskUpdate(u) => {
                 if self.meeting_has(from, &u.task_id) {
+                    if self.task_count_grant_wide(from, ctx)? {
+                        return Ok(());
+                    }
                     self.meeting_status(from, u, ctx)
                 } else if self.task_has_requested(from, &u.task_id) {
                     // tasks/v1 (§7.6): status updates of our requested tasks.

@@ -437,7 +437,7 @@ impl Agent {
             }
             Command::Block { id } => {
                 if self.state.contact(&id).is_some() {
-                    self.end_contact(&id);
+                    self.end_contact(&id, "blocked", None, ctx.unix());
                 }
                 let ids: Vec<String> = self
                     .state
@@ -1060,13 +1060,26 @@ impl Agent {
         by: &str,
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
+        self.revoke_contact_for(id, by, None, ctx)
+    }
+
+    /// [`Self::revoke_contact`], with the reason kept in the contact and
+    /// told in the `revoked` event (§5.3: a revoke under (b) told apart).
+    pub(crate) fn revoke_contact_for(
+        &mut self,
+        id: &AgentId,
+        by: &str,
+        reason: Option<String>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
         let doc = Revoke::build(&ctx.uuid(), id, ctx.now, self.key())?;
         let routes = self.contact_routes(id);
         self.send_payload(id, &doc, routes, ctx)?;
-        self.end_contact(id);
+        self.end_contact(id, by, reason.clone(), ctx.unix());
         self.tell(crate::event::Event::Revoked {
             id: id.clone(),
             by: by.into(),
+            reason,
         });
         Ok(())
     }

@@ -107,6 +107,7 @@ impl Agent {
             card_updates: Vec::new(),
             reverse_grants: Vec::new(),
             received: Vec::new(),
+            ended: None,
         };
         self.state.contacts.insert(n.id.clone(), c);
         self.state.touch(Table::Contact, n.id.as_str());

@@ -56,9 +56,15 @@ pub enum Event {
         /// The whole payload, as canonical JSON: peer-written.
         payload: UntrustedPeerText,
     },
-    /// A contact ended: `peer` (their revoke), `owner`, or `abuse`
-    /// (over the grant's max_frequency, §5.3, §10).
-    Revoked { id: AgentId, by: String },
+    /// A contact ended: `peer` (their revoke), `owner`, `abuse` (over the
+    /// grant's max_frequency, §5.3 (a), §10) or `task-abuse` (gross abuse of
+    /// the per-capability limits, §5.3 (b), with the rule met in `reason`).
+    Revoked {
+        id: AgentId,
+        by: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// What a contact's human now lets us do (§5.3 reverse grant).
     ReverseGrant {
         id: AgentId,
@@ -193,6 +199,9 @@ pub enum Event {
         /// Why it ended: ours, or the peer's (display only).
         reason: Option<UntrustedPeerText>,
     },
+    /// The owner's direct-transfer setting (§7.7) counts as off because its
+    /// stored MAC does not verify (`reason` says so and how to set it).
+    DirectTransfer { on: bool, reason: Option<String> },
     /// auto_approve: all on a contact changed (§5.5.1): set, extended,
     /// off, expired (with why).
     AutoApprove {

@@ -16,17 +16,19 @@ use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use hmac::{Hmac, Mac};
 use rdv_proto::consts::{
-    A2A_INLINE_FILE_MAX_BYTES, EXT_FILES, FILES_BLOB_AAD, FILES_ENC_ALG, FILES_KEY_LEN,
-    FILES_MAX_MIRRORS, FILES_MAX_P2P, FILES_MIME_PART_MAX_CHARS, FILES_NAME_MAX_CHARS,
-    FILES_NONCE_LEN, FILES_TAG_LEN, FILES_URL_MAX_CHARS, TRANSFER_MAX_DATA_BYTES,
-    TRANSFER_MAX_DEPTH, TRANSFER_MAX_MESSAGES, TRANSFER_MAX_PROTOCOLS, TRANSFER_REASON_MAX_CHARS,
-    TRANSFER_TYPE,
+    A2A_INLINE_FILE_MAX_BYTES, DIRECT_TRANSFER_MAC_KEY_INFO, EXT_FILES, FILES_BLOB_AAD,
+    FILES_ENC_ALG, FILES_KEY_LEN, FILES_MAX_MIRRORS, FILES_MAX_P2P, FILES_MIME_PART_MAX_CHARS,
+    FILES_NAME_MAX_CHARS, FILES_NONCE_LEN, FILES_TAG_LEN, FILES_URL_MAX_CHARS,
+    TRANSFER_MAX_DATA_BYTES, TRANSFER_MAX_DEPTH, TRANSFER_MAX_MESSAGES, TRANSFER_MAX_PROTOCOLS,
+    TRANSFER_REASON_MAX_CHARS, TRANSFER_TYPE,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use zeroize::Zeroize;
+use subtle::ConstantTimeEq;
+use zeroize::{Zeroize, Zeroizing};
 
 use rdv_proto::AgentId;
 
@@ -966,13 +968,80 @@ pub const DIRECT_TRANSFER_KEY: &str = "direct_transfer";
 pub const TRANSFER_MAX_PER_PEER: usize = 16;
 
 /// The owner's direct-transfer setting (§7.7): off by default, never
-/// changed by a model or a peer.
+/// changed by a model or a peer. Stored with a MAC under a key derived
+/// from the agent's secret key ([`DIRECT_TRANSFER_MAC_KEY_INFO`]): a
+/// setting whose MAC does not verify counts as off, and the owner is told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectTransfer {
     pub on: bool,
     #[serde(with = "time::serde::rfc3339")]
     pub since: rdv_proto::time::Instant,
+    /// Hex HMAC-SHA256 over canon({on, since}); empty in records written
+    /// before it was kept, which therefore count as off.
+    #[serde(default)]
+    pub mac: String,
+}
+
+/// The notice the owner gets when the stored setting does not verify.
+pub const DIRECT_TRANSFER_TAMPERED: &str = "the stored direct-transfer setting does not verify \
+     (its MAC under this agent's key): it counts as off; if you meant it on, run \
+     `rdv file direct-transfer on` at your terminal";
+
+/// The MAC key of the setting: HMAC-SHA256(agent secret key,
+/// [`DIRECT_TRANSFER_MAC_KEY_INFO`]).
+fn direct_transfer_key(seed: &[u8; 32]) -> Option<Zeroizing<Vec<u8>>> {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(seed).ok()?;
+    m.update(DIRECT_TRANSFER_MAC_KEY_INFO);
+    Some(Zeroizing::new(m.finalize().into_bytes().to_vec()))
+}
+
+fn direct_transfer_mac(on: bool, since: rdv_proto::time::Instant, seed: &[u8; 32]) -> String {
+    let body = json!({"on": on, "since": rdv_proto::time::format_time(since)});
+    let (Ok(bytes), Some(key)) = (rdv_proto::canon::to_vec(&body), direct_transfer_key(seed))
+    else {
+        return String::new();
+    };
+    let Ok(mut m) = <Hmac<Sha256> as Mac>::new_from_slice(&key) else {
+        return String::new();
+    };
+    m.update(&bytes);
+    hex::encode(m.finalize().into_bytes())
+}
+
+/// What the stored setting says once checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectTransferSetting {
+    /// Never set, or set off.
+    Off,
+    On,
+    /// Its MAC does not verify: counts as off, and the owner is told.
+    Tampered,
+}
+
+impl DirectTransfer {
+    /// The setting as the owner set it, MACed with the agent's key.
+    pub fn new(on: bool, since: rdv_proto::time::Instant, seed: &[u8; 32]) -> DirectTransfer {
+        DirectTransfer {
+            on,
+            since,
+            mac: direct_transfer_mac(on, since, seed),
+        }
+    }
+
+    /// Checks the MAC (constant time); a setting that does not verify is
+    /// never on.
+    pub fn check(&self, seed: &[u8; 32]) -> DirectTransferSetting {
+        let want = direct_transfer_mac(self.on, self.since, seed);
+        if want.is_empty() || !bool::from(want.as_bytes().ct_eq(self.mac.as_bytes())) {
+            return DirectTransferSetting::Tampered;
+        }
+        if self.on {
+            DirectTransferSetting::On
+        } else {
+            DirectTransferSetting::Off
+        }
+    }
 }
 
 /// Where a transfer stands.
@@ -1019,13 +1088,18 @@ pub enum FileCommand {
 }
 
 impl Agent {
-    /// Whether the owner turned direct transfer on (§7.7: off by default).
+    /// Whether the owner turned direct transfer on (§7.7: off by default;
+    /// a stored setting whose MAC does not verify is off).
     pub fn direct_transfer_on(&self) -> bool {
-        self.state
-            .tasks
-            .direct_transfer
-            .as_ref()
-            .is_some_and(|d| d.on)
+        self.direct_transfer_setting() == DirectTransferSetting::On
+    }
+
+    /// The owner's setting, its MAC checked.
+    pub fn direct_transfer_setting(&self) -> DirectTransferSetting {
+        match &self.state.tasks.direct_transfer {
+            None => DirectTransferSetting::Off,
+            Some(d) => d.check(self.key().seed()),
+        }
     }
 
     fn transfer_event(&self, t: &Transfer, step: &str, reason: Option<&str>) -> Event {
@@ -1133,7 +1207,14 @@ impl Agent {
                     state: TransferState::Proposed,
                     created: ctx.now,
                 };
-                if !self.direct_transfer_on() {
+                let setting = self.direct_transfer_setting();
+                if setting == DirectTransferSetting::Tampered {
+                    self.tell(Event::DirectTransfer {
+                        on: false,
+                        reason: Some(DIRECT_TRANSFER_TAMPERED.into()),
+                    });
+                }
+                if setting != DirectTransferSetting::On {
                     // §7.7: with the setting off, a propose is answered with
                     // abort; nothing is kept.
                     let ev = self.transfer_event(&t, "refused", Some("direct transfer is off"));
@@ -1191,7 +1272,8 @@ impl Agent {
     ) -> crate::error::Result<Value> {
         match c {
             FileCommand::DirectTransfer { on } => {
-                self.state.tasks.direct_transfer = Some(DirectTransfer { on, since: ctx.now });
+                let seed = *self.key().seed();
+                self.state.tasks.direct_transfer = Some(DirectTransfer::new(on, ctx.now, &seed));
                 self.state.touch(Table::Owner, DIRECT_TRANSFER_KEY);
                 let mut aborted = Vec::new();
                 if !on {
@@ -1222,7 +1304,14 @@ impl Agent {
                             "task": t.task, "protocols": t.protocols})
                     })
                     .collect();
-                Ok(json!({"direct_transfer": self.direct_transfer_on(), "waiting": waiting}))
+                let setting = self.direct_transfer_setting();
+                let mut v = json!({"direct_transfer": setting == DirectTransferSetting::On,
+                    "waiting": waiting});
+                if setting == DirectTransferSetting::Tampered {
+                    v["integrity"] = json!("failed");
+                    v["notice"] = json!(DIRECT_TRANSFER_TAMPERED);
+                }
+                Ok(v)
             }
             FileCommand::DeclineTransfer { transfer } => {
                 let Some(t) = self

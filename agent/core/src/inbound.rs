@@ -215,7 +215,7 @@ impl Agent {
                 self.on_request(&payload, Some(from), Via::Envelope, Some(meta), ctx)
             }
             rdv_proto::doc::grant::GRANT_TYPE => self.on_grant(&payload, from, meta, ctx),
-            rdv_proto::doc::revoke::REVOKE_TYPE => self.on_revoke(&payload, from),
+            rdv_proto::doc::revoke::REVOKE_TYPE => self.on_revoke(&payload, from, ctx),
             rdv_proto::doc::card_update::CARD_UPDATE_TYPE => {
                 self.on_card_update(&payload, from, ctx);
                 Ok(())
@@ -517,7 +517,7 @@ impl Agent {
     }
 
     /// §5.4: a contact's revoke ends the contact.
-    fn on_revoke(&mut self, doc: &Value, from: &AgentId) -> Result<()> {
+    fn on_revoke(&mut self, doc: &Value, from: &AgentId, ctx: &Ctx<'_>) -> Result<()> {
         let Ok(r) = Revoke::verify(doc) else {
             self.drop_from(from, "a revoke that does not verify");
             return Ok(());
@@ -525,18 +525,25 @@ impl Agent {
         if &r.from != from || &r.to != self.id() || self.state.contact(from).is_none() {
             return Ok(());
         }
-        self.end_contact(from);
+        self.end_contact(from, "peer", None, ctx.unix());
         self.tell(Event::Revoked {
             id: from.clone(),
             by: "peer".into(),
+            reason: None,
         });
         Ok(())
     }
 
-    /// Marks a contact revoked and forgets its channel state.
-    pub(crate) fn end_contact(&mut self, id: &AgentId) {
+    /// Marks a contact revoked, keeps why (`by`, `reason`, at `at`), and
+    /// forgets its channel state.
+    pub(crate) fn end_contact(&mut self, id: &AgentId, by: &str, reason: Option<String>, at: i64) {
         if let Some(c) = self.state.contacts.get_mut(id) {
             c.status = ContactStatus::Revoked;
+            c.ended = Some(crate::state::Ended {
+                by: by.to_string(),
+                reason,
+                at,
+            });
             c.granted_by_us = None;
             c.granted_to_us = None;
             self.state.touch(Table::Contact, id.as_str());

@@ -16,11 +16,11 @@ use std::collections::BTreeMap;
 
 use rdv_proto::AgentId;
 use rdv_proto::consts::{
-    A2A_MAX_REPLIES_PER_TASK, A2A_MAX_SEEN_PER_TASK, ABUSE_LIMIT_FACTOR,
-    ABUSE_MAX_REJECTIONS_PER_DAY, EXT_MEETING_CANCEL, EXT_MEETINGS, MEETING_DEFAULT_EXPIRY_SECS,
-    MEETING_GATE_DIGEST_PREFIX, MEETING_HOLD_GRACE_SECS, MEETING_MAX_EXPIRY_SECS,
-    MEETING_MAX_OFFERS, MEETING_MAX_SLOTS, MEETING_MAX_TASKS_PER_PEER, MEETING_POLICY_SLOTS,
-    MEETING_PRUNE_AFTER_SECS, MEETING_SLOT_MAX_SECS, MEETING_TEXT_MAX_CHARS, TASK_DEFAULT_MAX_OPEN,
+    A2A_MAX_REPLIES_PER_TASK, A2A_MAX_SEEN_PER_TASK, EXT_MEETING_CANCEL, EXT_MEETINGS,
+    MEETING_DEFAULT_EXPIRY_SECS, MEETING_GATE_DIGEST_PREFIX, MEETING_HOLD_GRACE_SECS,
+    MEETING_MAX_EXPIRY_SECS, MEETING_MAX_OFFERS, MEETING_MAX_SLOTS, MEETING_MAX_TASKS_PER_PEER,
+    MEETING_POLICY_SLOTS, MEETING_PRUNE_AFTER_SECS, MEETING_SLOT_MAX_SECS, MEETING_TEXT_MAX_CHARS,
+    TASK_DEFAULT_MAX_OPEN,
 };
 use rdv_proto::doc::grant::{InvokeLimits, Scope};
 use rdv_proto::time::{Instant, format_time};
@@ -239,9 +239,13 @@ impl MeetingTask {
 pub struct PeerMeetings {
     /// The grant the counters were kept under.
     pub grant_id: Option<String>,
-    /// Proposals admitted, unix seconds (max_frequency, sliding).
+    /// No longer kept: proposals count in the contact's one limit book
+    /// (`TaskBook::limits`, §5.3). Read so older records load, never
+    /// written again.
+    #[serde(default, skip_serializing)]
     pub admitted: Vec<i64>,
-    /// Proposals refused for a meetings limit (§5.3 (b)).
+    /// No longer kept (as `admitted`).
+    #[serde(default, skip_serializing)]
     pub rejected: Vec<i64>,
     /// Unsupported replies for tasks we do not have (our bound: 8 a day).
     pub unknown_replies: Vec<i64>,
@@ -1369,36 +1373,18 @@ impl Agent {
         true
     }
 
-    /// §5.3: a meeting proposal refused for a limit: declined with reason
-    /// rate, no state; over 3× the limit in its window, or over 50 in 24
-    /// hours, revokes the contact.
+    /// §5.3: a meeting proposal refused for a limit (already counted by
+    /// `limits_check`): declined with reason rate, no state; when the
+    /// refusal meets gross abuse (b), the contact is then revoked (as a
+    /// task's is: rejected, then the rdv/revoke).
     fn meeting_rate_refusal(
         &mut self,
         from: &AgentId,
         m: &Inbound,
-        grant_id: &str,
-        limits: InvokeLimits,
         why: &str,
+        revoke: Option<crate::limits::Abuse>,
         ctx: &mut Ctx<'_>,
     ) -> Result<()> {
-        let now = ctx.unix();
-        let p = self.meeting_peer_counters(from, grant_id);
-        p.rejected
-            .retain(|t| now - t < 86_400.max(limits.max_frequency.map_or(0, |f| f.window_secs)));
-        p.rejected.push(now);
-        let day = p.rejected.iter().filter(|t| now - **t < 86_400).count();
-        let over_cap = limits.max_frequency.is_some_and(|f| {
-            let n = p
-                .rejected
-                .iter()
-                .filter(|t| now - **t < f.window_secs)
-                .count() as u64;
-            n > ABUSE_LIMIT_FACTOR * f.count.max(1)
-        });
-        self.state.touch(Table::MeetingPeer, from.as_str());
-        if over_cap || day > ABUSE_MAX_REJECTIONS_PER_DAY {
-            return self.revoke_contact(from, "abuse", ctx);
-        }
         self.meeting_decline_unkept(from, m, &format!("rate: {why}"), ctx)?;
         self.tell(Event::Meeting {
             step: "refused".into(),
@@ -1412,6 +1398,9 @@ impl Agent {
             reason: None,
             waiting_for_you: None,
         });
+        if let Some(abuse) = revoke {
+            self.revoke_for_abuse(from, &m.task_id, EXT_MEETINGS, &abuse, ctx)?;
+        }
         Ok(())
     }
 
@@ -1444,7 +1433,14 @@ impl Agent {
         if expires <= ctx.now {
             return self.meeting_decline_unkept(from, m, "expired", ctx);
         }
-        // max_open over its proposals still pending, then max_frequency.
+        // The per-peer bound (§7.4; never counted towards abuse).
+        if !self.meeting_room_for(from) {
+            return self.meeting_decline_unkept(from, m, "rate: too many negotiations", ctx);
+        }
+        // §5.3 counting, last: max_open over its proposals still pending and
+        // max_frequency over admitted ones, in the contact's one limit book
+        // (the meetings URI as the capability), rejections counted towards
+        // (b) with the contact's tasks.
         let prefix = format!("{from} ");
         let open = self
             .state
@@ -1453,46 +1449,15 @@ impl Agent {
             .iter()
             .filter(|(k, t)| k.starts_with(&prefix) && t.open() && t.proposer == Side::Peer)
             .count() as u64;
-        let max_open = limits.max_open.unwrap_or(TASK_DEFAULT_MAX_OPEN);
-        if open >= max_open {
-            return self.meeting_rate_refusal(
-                from,
-                m,
-                &grant_id,
-                limits,
-                "too many open proposals",
-                ctx,
-            );
+        if let crate::limits::Verdict::Rejected { limit, revoke } =
+            self.limits_check(from, &grant_id, EXT_MEETINGS, &limits, open, ctx)
+        {
+            let why = match limit {
+                crate::limits::Limit::MaxOpen => "too many open proposals",
+                crate::limits::Limit::MaxFrequency => "over max_frequency",
+            };
+            return self.meeting_rate_refusal(from, m, why, revoke, ctx);
         }
-        if let Some(f) = limits.max_frequency {
-            let now = ctx.unix();
-            let p = self.meeting_peer_counters(from, &grant_id);
-            let n = p
-                .admitted
-                .iter()
-                .filter(|t| now - **t < f.window_secs)
-                .count() as u64;
-            if n >= f.count {
-                return self.meeting_rate_refusal(
-                    from,
-                    m,
-                    &grant_id,
-                    limits,
-                    "over max_frequency",
-                    ctx,
-                );
-            }
-        }
-        // The per-peer bound (never counted towards abuse).
-        if !self.meeting_room_for(from) {
-            return self.meeting_decline_unkept(from, m, "rate: too many negotiations", ctx);
-        }
-        let now = ctx.unix();
-        let window = limits.max_frequency.map_or(0, |f| f.window_secs);
-        let p = self.meeting_peer_counters(from, &grant_id);
-        p.admitted.retain(|t| now - t < window);
-        p.admitted.push(now);
-        self.state.touch(Table::MeetingPeer, from.as_str());
         let key = task_key(from, &m.task_id);
         let t = MeetingTask {
             peer: from.clone(),

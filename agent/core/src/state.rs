@@ -145,6 +145,24 @@ pub struct Contact {
     /// Recent messages received, for max_frequency (§5.3, §10).
     #[serde(default)]
     pub received: Vec<i64>,
+    /// Why the contact ended, once it did (§5.4): who ended it and, for a
+    /// revoke for abuse, the rule met (§5.3 (a) apart from (b)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<Ended>,
+}
+
+/// How a contact ended (§5.3, §5.4), kept with it for the human.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ended {
+    /// `peer` (their rdv/revoke), `owner`, `blocked`, `abuse` (over the
+    /// grant-wide max_frequency, §5.3 (a)) or `task-abuse` (gross abuse of
+    /// the per-capability limits, §5.3 (b)).
+    pub by: String,
+    /// For `task-abuse`: the rule met, as JSON (`limits::Abuse`).
+    pub reason: Option<String>,
+    /// Unix seconds.
+    pub at: i64,
 }
 
 /// How a request reached us.

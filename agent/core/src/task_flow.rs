@@ -451,8 +451,9 @@ impl Agent {
         Scope::parse(&g.scope, "scope").ok()
     }
 
-    /// §5.3 (a): every task payload counts towards the grant-wide
-    /// max_frequency, as a free message does. `true` when it revoked.
+    /// §5.3 (a): every task or meeting message (`a2a::on_a2a`) counts
+    /// towards the grant-wide max_frequency, as a free message does. `true`
+    /// when it revoked.
     pub(crate) fn task_count_grant_wide(
         &mut self,
         from: &AgentId,
@@ -484,6 +485,59 @@ impl Agent {
             }
         }
         Ok(false)
+    }
+
+    /// §5.3 counting, the last check before a peer's task, or its meeting
+    /// proposal (§7.4, capability the meetings URI), is admitted: one
+    /// [`LimitBook`] per contact for both, so the 24-hour figure of (b)
+    /// counts tasks and proposals together. The book is saved with the
+    /// contact here, before any rdv/revoke leaves.
+    pub(crate) fn limits_check(
+        &mut self,
+        from: &AgentId,
+        grant_id: &str,
+        capability: &str,
+        lim: &rdv_proto::doc::grant::InvokeLimits,
+        open: u64,
+        ctx: &Ctx<'_>,
+    ) -> Verdict {
+        let stored = self.state.tasks.limits.get(from).cloned();
+        let mut book = LimitBook::for_grant(stored, grant_id);
+        let verdict = book.check(capability, lim, open, ctx.unix());
+        self.state.tasks.limits.insert(from.clone(), book);
+        self.state.touch(Table::TaskLimits, from.as_str());
+        verdict
+    }
+
+    /// §5.3 (b): gross abuse revokes the contact, the human told apart from
+    /// a revoke under (a): a `task` event with step `abuse` (for a meeting
+    /// proposal, `capability` is the meetings URI), then `revoked` by
+    /// `task-abuse`.
+    pub(crate) fn revoke_for_abuse(
+        &mut self,
+        from: &AgentId,
+        task_id: &str,
+        capability: &str,
+        abuse: &crate::limits::Abuse,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
+        let label = self.state.contacts.get(from).and_then(|c| c.label.clone());
+        let why = serde_json::to_string(abuse).unwrap_or_default();
+        self.tell(Event::Task {
+            step: "abuse".into(),
+            peer: from.clone(),
+            label,
+            task_id: task_id.to_string(),
+            capability: Some(capability.to_string()),
+            state: None,
+            reason: Some(why.clone()),
+            waiting_for_you: None,
+            via: None,
+            text: None,
+            data: None,
+            files: Vec::new(),
+        });
+        self.revoke_contact_for(from, "task-abuse", Some(why), ctx)
     }
 
     /// Whether tasks/v1 takes this rdv/cancel (a meeting task goes to the
@@ -820,33 +874,12 @@ impl Agent {
                     && x.is_open()
             })
             .count() as u64;
-        let stored = self.state.tasks.limits.get(from).cloned();
-        let mut book = crate::limits::LimitBook::for_grant(stored, &grant_id);
-        let verdict = book.check(&capability, &lim, open, ctx.unix());
-        self.state.tasks.limits.insert(from.clone(), book);
-        self.state.touch(Table::TaskLimits, from.as_str());
+        let verdict = self.limits_check(from, &grant_id, &capability, &lim, open, ctx);
         if let Verdict::Rejected { revoke, .. } = verdict {
             self.task_refused_event(from, &task_id, Some(&capability), "refused", "rate");
             self.task_reject_stateless(from, &task_id, &context_id, Reason::Rate, ctx)?;
             if let Some(abuse) = revoke {
-                // §5.3 (b): the counters are saved (above) before the
-                // rdv/revoke leaves; the human is told apart from (a).
-                let label = self.state.contacts.get(from).and_then(|c| c.label.clone());
-                self.tell(Event::Task {
-                    step: "abuse".into(),
-                    peer: from.clone(),
-                    label,
-                    task_id: task_id.clone(),
-                    capability: Some(capability.clone()),
-                    state: None,
-                    reason: Some(serde_json::to_string(&abuse).unwrap_or_default()),
-                    waiting_for_you: None,
-                    via: None,
-                    text: None,
-                    data: None,
-                    files: Vec::new(),
-                });
-                self.revoke_contact(from, "task-abuse", ctx)?;
+                self.revoke_for_abuse(from, &task_id, &capability, &abuse, ctx)?;
             }
             return Ok(());
         }

@@ -13,6 +13,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use common::Net;
 use rdv_agent_core::file::{self, FileError};
 use rdv_agent_core::gate::start_digest;
+use rdv_agent_core::record::Table;
 use rdv_agent_core::task::{
     EXT_REVIEW, OpenGate, Parsed, Role, TaskState, parse_payload, task_key,
 };
@@ -449,6 +450,90 @@ fn a_propose_is_aborted_while_direct_transfer_is_off() {
     assert!(net.nodes[OMER].agent.state.tasks.transfers.is_empty());
     let ev = net.nodes[OMER].events_of("transfer");
     assert_eq!(ev.last().unwrap()["step"], "refused");
+}
+
+/// Omer's stored direct-transfer record, as the store holds it.
+fn stored_setting(net: &Net) -> Value {
+    net.nodes[OMER].records[&(Table::Owner, file::DIRECT_TRANSFER_KEY.to_string())].clone()
+}
+
+#[test]
+fn the_setting_set_through_the_owners_path_is_on_and_macd() {
+    let mut net = contacts();
+    direct_transfer(&mut net, true);
+    // Reloaded from its record after the command: on, and the record
+    // carries a MAC over what it says.
+    assert_eq!(
+        net.nodes[OMER].agent.direct_transfer_setting(),
+        file::DirectTransferSetting::On
+    );
+    let rec = stored_setting(&net);
+    assert_eq!(rec["on"], true);
+    assert_eq!(rec["mac"].as_str().unwrap().len(), 64);
+    let r = net
+        .cmd(OMER, Command::File(file::FileCommand::DirectTransferStatus))
+        .unwrap();
+    assert_eq!(r["direct_transfer"], true);
+    assert!(r.get("notice").is_none());
+}
+
+#[test]
+fn a_tampered_setting_counts_as_off_and_the_owner_is_told() {
+    let mut net = contacts();
+    // The owner set it off; something that can write the home flips it on
+    // (keeping the old MAC), or writes an "on" record with no MAC at all.
+    direct_transfer(&mut net, false);
+    let off = stored_setting(&net);
+    let mut flipped = off.clone();
+    flipped["on"] = json!(true);
+    let mut bare = off.clone();
+    bare["on"] = json!(true);
+    bare.as_object_mut().unwrap().remove("mac");
+    // A setting MACed under another agent's key does not verify either.
+    let other = file::DirectTransfer::new(true, net.now, &[99u8; 32]);
+    for forged in [flipped, bare, serde_json::to_value(&other).unwrap()] {
+        net.nodes[OMER]
+            .records
+            .insert((Table::Owner, file::DIRECT_TRANSFER_KEY.into()), forged);
+        net.nodes[OMER].reload();
+        assert!(!net.nodes[OMER].agent.direct_transfer_on());
+        assert_eq!(
+            net.nodes[OMER].agent.direct_transfer_setting(),
+            file::DirectTransferSetting::Tampered
+        );
+        // Status: off, with the reason.
+        let r = net
+            .cmd(OMER, Command::File(file::FileCommand::DirectTransferStatus))
+            .unwrap();
+        assert_eq!(r["direct_transfer"], false);
+        assert_eq!(r["integrity"], "failed");
+        assert_eq!(r["notice"], file::DIRECT_TRANSFER_TAMPERED);
+        // A propose is aborted as with the setting off, and the owner told.
+        let id = uuid();
+        deliver(&mut net, &propose(&id));
+        let out = transfers_sent(&net, &id);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0]["step"], "abort");
+        assert_eq!(out[0]["reason"], "direct transfer is off");
+        assert!(
+            net.nodes[OMER]
+                .agent
+                .state
+                .tasks
+                .transfers
+                .values()
+                .all(|t| t.transfer != id)
+        );
+        let told = net.nodes[OMER].events_of("direct_transfer");
+        assert_eq!(told.last().unwrap()["on"], false);
+        assert_eq!(
+            told.last().unwrap()["reason"],
+            file::DIRECT_TRANSFER_TAMPERED
+        );
+    }
+    // Set again through the owner's path, it is on.
+    direct_transfer(&mut net, true);
+    assert!(net.nodes[OMER].agent.direct_transfer_on());
 }
 
 #[test]

@@ -799,6 +799,138 @@ fn a_proposal_over_the_meeting_limits_is_declined_with_reason_rate() {
             .is_none(),
         "revoked"
     );
+    // Under (b), told apart from (a): the rule kept with the contact.
+    let ended = net.nodes[ALICE].agent.state.contacts[&net.nodes[BOB].id()]
+        .ended
+        .clone()
+        .unwrap();
+    assert_eq!(ended.by, "task-abuse");
+    let why: Value = serde_json::from_str(ended.reason.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        why,
+        json!({"rule": "capability", "capability": EXT_MEETINGS, "rejected": 4, "limit": 1})
+    );
+    assert_eq!(
+        net.nodes[ALICE].events_of("revoked").last().unwrap()["by"],
+        "task-abuse"
+    );
+}
+
+/// Bob's proposal `n` (task uuid(n), context uuid(n + 1), message uuid(n + 2)).
+fn bob_proposes(net: &mut Net, n: u8) {
+    bob_says(
+        net,
+        &uuid(n),
+        &uuid(n + 1),
+        &uuid(n + 2),
+        json!({"rdv": "meeting/propose", "slots": [evenings()[0].to_value()]}),
+    );
+}
+
+/// Alice's limit book for Bob (§5.3: kept with the contact, one per contact
+/// for tasks and meeting proposals).
+fn book(net: &Net) -> rdv_agent_core::limits::LimitBook {
+    net.nodes[ALICE].agent.state.tasks.limits[&net.nodes[BOB].id()].clone()
+}
+
+#[test]
+fn admitted_proposals_count_in_the_contacts_limit_book_in_a_sliding_window() {
+    let scope = json!({"may_initiate": true, "may_propose_meetings": true,
+        "invoke": {EXT_MEETINGS: {"max_frequency": "2/day", "max_open": 8},
+            EXT_MEETING_CANCEL: {}}});
+    let mut net = pair_with(2, scope);
+    let grant = net.nodes[ALICE].agent.state.contacts[&net.nodes[BOB].id()]
+        .granted_by_us
+        .clone()
+        .unwrap()
+        .id;
+    // A proposal refused before admission (already expired) counts nothing.
+    bob_says(
+        &mut net,
+        &uuid(2),
+        &uuid(3),
+        &uuid(4),
+        json!({"rdv": "meeting/propose", "slots": [evenings()[0].to_value()],
+            "expires": "2026-11-30T00:00:00Z"}),
+    );
+    assert!(!has_task(&net, ALICE, &uuid(2)));
+    assert!(
+        net.nodes[ALICE]
+            .agent
+            .state
+            .tasks
+            .limits
+            .get(&net.nodes[BOB].id())
+            .is_none_or(|b| b
+                .caps
+                .get(EXT_MEETINGS)
+                .is_none_or(|c| c.admitted.is_empty())),
+        "only admitted proposals count"
+    );
+    bob_proposes(&mut net, 10);
+    net.advance(3600);
+    bob_proposes(&mut net, 20);
+    assert!(has_task(&net, ALICE, &uuid(10)) && has_task(&net, ALICE, &uuid(20)));
+    // Saved with the contact (each node is rebuilt from its records after
+    // every input), under the grant they count for.
+    let b = book(&net);
+    assert_eq!(b.grant, grant);
+    assert_eq!(b.caps[EXT_MEETINGS].admitted.len(), 2);
+    // The third in the window is declined for rate, keeps no state, and is
+    // counted as a rejection (for the capability and for the day).
+    let log = net.log.len();
+    bob_proposes(&mut net, 30);
+    assert!(!has_task(&net, ALICE, &uuid(30)));
+    let decline = received(&net, BOB, log)
+        .into_iter()
+        .find(|p| p["message"]["taskId"] == uuid(30).as_str())
+        .expect("a decline");
+    assert_eq!(data_of(&decline)["rdv"], "meeting/decline");
+    assert!(
+        data_of(&decline)["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("rate")
+    );
+    let b = book(&net);
+    assert_eq!(b.caps[EXT_MEETINGS].admitted.len(), 2);
+    assert_eq!(b.caps[EXT_MEETINGS].rejected.len(), 1);
+    assert_eq!(b.rejected.len(), 1);
+    // The window slides: a day after the first, one more is admitted.
+    net.advance(86_400 - 3600 + 1);
+    bob_proposes(&mut net, 40);
+    assert!(has_task(&net, ALICE, &uuid(40)));
+    assert_eq!(book(&net).caps[EXT_MEETINGS].admitted.len(), 2);
+}
+
+#[test]
+fn meeting_messages_count_towards_the_grant_wide_max_frequency() {
+    // §5.3 (a): 3/day for the whole grant; meeting messages count as task
+    // and free messages do, whatever their verb.
+    let mut net = pair_with(2, default_scope(true, &[], "3/day"));
+    let bob = net.nodes[BOB].id();
+    bob_proposes(&mut net, 10);
+    bob_proposes(&mut net, 20);
+    bob_proposes(&mut net, 30);
+    assert!(net.nodes[ALICE].agent.state.contact(&bob).is_some());
+    assert_eq!(
+        net.nodes[ALICE].agent.state.contacts[&bob].received.len(),
+        3
+    );
+    // The fourth, a cancel of a negotiation under way, goes over it.
+    bob_says(
+        &mut net,
+        &uuid(10),
+        &uuid(11),
+        &uuid(50),
+        json!({"rdv": "rdv/cancel"}),
+    );
+    assert!(
+        net.nodes[ALICE].agent.state.contact(&bob).is_none(),
+        "revoked"
+    );
+    let rev = net.nodes[ALICE].events_of("revoked");
+    assert_eq!(rev.last().unwrap()["by"], "abuse");
 }
 
 #[test]

@@ -17,7 +17,10 @@ use rdv_agent_core::task::{
 use rdv_agent_core::task_flow::{OwnerCommand, Submit, TaskCommand, TaskRef};
 use rdv_agent_core::{Command, Error, RequestTo};
 use rdv_proto::AgentKey;
-use rdv_proto::consts::{A2A_TASKS_REASON_KEY, A2A_UNSUPPORTED_KEY, EXT_REQUEST, EXT_TASKS};
+use rdv_proto::consts::{
+    A2A_TASKS_REASON_KEY, A2A_UNSUPPORTED_KEY, EXT_MEETING_CANCEL, EXT_MEETINGS, EXT_REQUEST,
+    EXT_TASKS,
+};
 use serde_json::{Value, json};
 
 /// Omer's agent (the executor) and John's (the requester), design A.9.
@@ -683,6 +686,85 @@ fn over_the_capability_limit_rejected_for_rate_then_gross_abuse_revokes() {
     // The counters were saved with the contact.
     let book = &net.nodes[OMER].agent.state.tasks.limits[&john];
     assert_eq!(book.caps[EXT_REVIEW].rejected.len(), 16);
+}
+
+/// A meeting proposal from John, forged like [`forged_request`].
+fn forged_proposal(net: &mut Net, task_id: &str) {
+    let p = json!({"type": "a2a/message", "message": {
+    "kind": "message", "role": "agent",
+    "messageId": uuid(), "taskId": task_id, "contextId": uuid(),
+    "extensions": [EXT_MEETINGS],
+    "parts": [{"kind": "data", "data": {"rdv": "meeting/propose",
+        "slots": [{"start": "2026-12-03T19:00:00Z", "end": "2026-12-03T21:00:00Z"}]}}]}});
+    let ev = net.forge(JOHN, OMER, &p);
+    net.inject(OMER, &ev);
+}
+
+#[test]
+fn one_24_hour_abuse_count_across_tasks_and_meeting_proposals() {
+    // max_open only: each refusal counts towards the 24-hour figure alone
+    // (§5.3 (b)), so only the shared figure can revoke here.
+    let mut net = contacts(json!({
+        "may_initiate": true,
+        "may_propose_meetings": true,
+        "max_frequency": "1000/day",
+        "invoke": {
+            EXT_REVIEW: { "max_open": 1 },
+            EXT_MEETINGS: { "max_open": 1 },
+            EXT_MEETING_CANCEL: {},
+        }
+    }));
+    let john = net.nodes[JOHN].id();
+    // One of each is admitted and stays open.
+    forged_request(&mut net, EXT_REVIEW, &uuid(), review_input());
+    forged_proposal(&mut net, &uuid());
+    for _ in 0..30 {
+        forged_request(&mut net, EXT_REVIEW, &uuid(), review_input());
+    }
+    for _ in 0..20 {
+        let id = uuid();
+        forged_proposal(&mut net, &id);
+        assert!(
+            !net.nodes[OMER]
+                .agent
+                .state
+                .meetings
+                .tasks
+                .values()
+                .any(|t| t.task_id == id),
+            "a refused proposal keeps no state"
+        );
+    }
+    // 50 rejections in 24 hours, tasks and proposals together: not yet.
+    assert!(net.nodes[OMER].agent.state.contact(&john).is_some());
+    let book = &net.nodes[OMER].agent.state.tasks.limits[&john];
+    assert_eq!(book.rejected.len(), 50);
+    // The 51st, a proposal, revokes.
+    forged_proposal(&mut net, &uuid());
+    assert!(
+        net.nodes[OMER].agent.state.contact(&john).is_none(),
+        "revoked"
+    );
+    // Why, kept with the contact and told in the events, apart from (a).
+    let ended = net.nodes[OMER].agent.state.contacts[&john]
+        .ended
+        .clone()
+        .unwrap();
+    assert_eq!(ended.by, "task-abuse");
+    let why: Value = serde_json::from_str(ended.reason.as_deref().unwrap()).unwrap();
+    assert_eq!(why, json!({"rule": "day", "rejected": 51}));
+    let rev = net.nodes[OMER].events_of("revoked");
+    assert_eq!(rev.last().unwrap()["by"], "task-abuse");
+    assert_eq!(
+        rev.last().unwrap()["reason"].as_str().unwrap(),
+        ended.reason.as_deref().unwrap()
+    );
+    let abuse = net.nodes[OMER].events_of("task");
+    let abuse = abuse.iter().rfind(|e| e["step"] == "abuse").unwrap();
+    assert_eq!(abuse["capability"], EXT_MEETINGS);
+    // John's agent got the rdv/revoke.
+    let omer = net.nodes[OMER].id();
+    assert!(net.nodes[JOHN].agent.state.contact(&omer).is_none());
 }
 
 #[test]

@@ -252,6 +252,11 @@ pub const TASK_START_GATE_DIGEST_PREFIX: &[u8] = b"rdv1/task-gate/start:";
 pub const TASK_RELEASE_GATE_DIGEST_PREFIX: &[u8] = b"rdv1/task-gate/release:";
 /// §5.5.1: domain separation of the MAC over an auto-approve setting.
 pub const AUTO_APPROVE_MAC_PREFIX: &[u8] = b"rdv1/auto-approve:";
+/// §7.7 (the owner's direct-transfer setting, "never changed by a model or
+/// a peer"): the MAC key over the stored setting is HMAC-SHA256 of this
+/// string under the agent's secret key, so a process that can write the
+/// home but not read the key cannot turn the setting on.
+pub const DIRECT_TRANSFER_MAC_KEY_INFO: &[u8] = b"rdv1/direct-transfer-mac-key";
 /// §5.5.1 (reference): the audit log keeps 1000 lines.
 pub const AUDIT_LOG_MAX_LINES: usize = 1000;
 /// §5.5.1 (reference): owner-passphrase misses before a lockout.
