@@ -916,24 +916,8 @@ pub(crate) async fn echo_by_mail(
     let BlockPayload::ProbeEcho(e) = &admitted.screened.payload else {
         return Err(Delivery::Refused(Refusal::Payload("not an echo".into())));
     };
-    // Echoes skip the queue's dedupe (a release is idempotent), so cookie
-    // guesses are bounded here: `limits.per_sender` per sender address.
-    let under = s
-        .inner
-        .store
-        .count_event(
-            "echo",
-            admitted.screened.sender.canon(),
-            s.inner.cfg.limits.per_sender,
-            s.now().unix_timestamp(),
-        )
-        .await
-        .map_err(internal)?;
-    if !under {
-        return Err(Delivery::Refused(Refusal::RateLimited(
-            crate::verdict::LimitScope::Sender,
-        )));
-    }
+    // Echo attempts were counted per sender by the gate's limiter
+    // (`gate::Limiter::echo`): echoes skip the dedupe.
     let probe = s
         .inner
         .store

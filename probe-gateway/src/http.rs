@@ -68,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) entropy: Arc<dyn Entropy>,
     pub(crate) mailer: Arc<dyn OutboundMail>,
     pub(crate) backend: AuthBackend,
+    /// The gate's dedupe and windows, in the store.
+    pub(crate) limiter: crate::delivery::StoreLimiter,
     pub(crate) cookies: CookieKeys,
     /// Keys stored addresses and opt-out tokens (`address_key_file`);
     /// none when the file could not be read ([`AppState::try_new`] refuses).
@@ -113,6 +115,10 @@ impl AppState {
         let (notify, _) = broadcast::channel(256);
         Self {
             inner: Arc::new(Inner {
+                limiter: crate::delivery::StoreLimiter {
+                    store: d.store.clone(),
+                    limits: cfg.limits,
+                },
                 cfg,
                 store: d.store,
                 clock: d.clock,
