@@ -24,7 +24,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::gate::header_all;
+use crate::headers::header_all;
 use crate::verdict::{AuthSource, AuthVerdicts, SpfSource, Verdict};
 
 /// What the SMTP session told us, for SPF (RFC 7208 §2.4: MAIL FROM, or

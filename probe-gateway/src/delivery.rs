@@ -7,14 +7,13 @@
 //! outcome into their protocol's answer. Logs outcomes and codes only.
 
 use rdv_proto::mailblock::BlockKind;
-use rdv_proto::time::Instant;
 use rdv_proto::{Address, AgentId};
 
-use crate::gate::{Admitted, Arrival, Gate, Limiter, Passed, Via};
-use crate::http::AppState;
-use crate::limits::LimitConfig;
-use crate::store::{Admission, NewProbe, Store, StoreError};
-use crate::verdict::{AuthVerdicts, LimitScope, Refusal as GateRefusal};
+use crate::gate::{Admitted, Arrival, Passed, Via};
+use crate::state::AppState;
+use crate::store::StoreError;
+pub use crate::verdict::Delivery;
+use crate::verdict::Refusal as GateRefusal;
 
 /// A message the gate admitted and the store queued.
 #[derive(Debug)]
@@ -23,133 +22,9 @@ pub struct Delivered {
     pub seq: i64,
 }
 
-/// Why [`AppState::deliver`] did not queue a message.
-#[derive(Debug)]
-pub enum Delivery {
-    /// The gate (or the store's dedupe and limits) refused it: data.
-    Refused(GateRefusal),
-    /// The store failed; the message may be retried.
-    Internal(String),
-}
-
-/// The keys of `msg`'s dedupe and windows.
-fn admission(msg: &Admitted, arrival: &Arrival<'_>) -> Admission {
-    let s = &msg.screened;
-    Admission {
-        kind: s.kind_name().to_string(),
-        id: s.id.clone(),
-        sender: s.sender.canon().to_string(),
-        requester: s.requester.as_str().to_string(),
-        mailbox: arrival.mailbox.canon().to_string(),
-    }
-}
-
 impl From<StoreError> for Delivery {
     fn from(e: StoreError) -> Self {
         Delivery::Internal(e.to_string())
-    }
-}
-
-/// The store-backed [`Limiter`]: dedupe and windows in the store
-/// (`Store::admit`), one transaction with the queueing, so they survive
-/// restarts and are shared by every process on one database.
-#[derive(Clone)]
-pub struct StoreLimiter {
-    pub store: Store,
-    pub limits: LimitConfig,
-}
-
-impl Limiter for StoreLimiter {
-    type Error = StoreError;
-
-    async fn admit(
-        &self,
-        msg: &Admitted,
-        arrival: &Arrival<'_>,
-        now: Instant,
-    ) -> Result<Result<Option<i64>, GateRefusal>, StoreError> {
-        let s = &msg.screened;
-        let Some(agent) = arrival.agent else {
-            // No agent behind the mailbox: its dedupe and windows are
-            // counted as anyone's, nothing is queued (§5.2.1 "Silence").
-            let keys = admission(msg, arrival);
-            return Ok(self
-                .store
-                .admit(&keys, None, &self.limits, now.unix_timestamp())
-                .await?
-                .map(|_| None));
-        };
-        let Ok(payload) = rdv_proto::canon::to_string(&s.block) else {
-            return Ok(Err(GateRefusal::Block("not canonical JSON".into())));
-        };
-        let item = NewProbe {
-            mailbox: arrival.mailbox.canon().to_string(),
-            agent: agent.as_str().to_string(),
-            kind: s.kind_name().to_string(),
-            id: s.id.clone(),
-            requester: s.requester.as_str().to_string(),
-            sender: s.sender.canon().to_string(),
-            ts: s.ts.unix_timestamp(),
-            payload,
-            auth: serde_json::to_string(&msg.auth).unwrap_or_default(),
-            binding: serde_json::to_value(msg.binding)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        let keys = admission(msg, arrival);
-        self.store
-            .admit(&keys, Some(&item), &self.limits, now.unix_timestamp())
-            .await
-    }
-
-    async fn echo(
-        &self,
-        sender: &Address,
-        now: Instant,
-    ) -> Result<Result<(), GateRefusal>, StoreError> {
-        let under = self
-            .store
-            .count_event(
-                "echo",
-                sender.canon(),
-                self.limits.per_sender,
-                now.unix_timestamp(),
-            )
-            .await?;
-        Ok(if under {
-            Ok(())
-        } else {
-            Err(GateRefusal::RateLimited(LimitScope::Sender))
-        })
-    }
-
-    async fn confirmation(
-        &self,
-        arrival: &Arrival<'_>,
-        code: &str,
-        auth: &AuthVerdicts,
-        now: Instant,
-    ) -> Result<Result<Option<i64>, GateRefusal>, StoreError> {
-        let Some(agent) = arrival.agent else {
-            return Ok(Err(GateRefusal::NotForMailbox));
-        };
-        let mailbox = arrival.mailbox.canon();
-        let item =
-            crate::forwarding::item(mailbox, agent.as_str(), code, auth, now.unix_timestamp());
-        let seq = self
-            .store
-            .queue_limited(
-                &item,
-                crate::forwarding::RATE_SCOPE,
-                mailbox,
-                crate::forwarding::PER_DAY,
-                now.unix_timestamp(),
-            )
-            .await?;
-        Ok(seq
-            .map(Some)
-            .ok_or(GateRefusal::RateLimited(LimitScope::Mailbox)))
     }
 }
 
@@ -247,16 +122,10 @@ impl AppState {
         }
     }
 
-    /// The gate of this service: the configured authentication, the
-    /// store's limiter and the switches of the configuration.
-    pub(crate) fn gate(&self) -> Gate<'_, StoreLimiter> {
-        let s = &self.inner;
-        Gate {
-            backend: &s.backend,
-            limiter: &s.limiter,
-            allow_ws: s.cfg.dev_allow_ws_relays,
-            trusted_received_by: &s.cfg.trusted_received_by,
-        }
+    /// Counts and logs mail pushed over HTTP that the body bound refused
+    /// before the gate saw it, like any gate refusal.
+    pub(crate) fn inbound_too_large(&self) {
+        log_inbound(&Err(Delivery::Refused(GateRefusal::TooLarge)), false);
     }
 
     async fn deliver_logged(

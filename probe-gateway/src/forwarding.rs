@@ -10,11 +10,9 @@
 //! mailbox, and [`PER_DAY`] items per mailbox per day.
 
 use mail_parser::Message;
-use serde_json::json;
 
-use crate::gate;
+use crate::headers;
 use crate::limits::Rate;
-use crate::store::NewProbe;
 use crate::verdict::{AuthVerdicts, Refusal, Verdict};
 
 /// The inbox kind (and SSE event name) of a forwarding confirmation.
@@ -56,46 +54,18 @@ pub fn dkim_aligned(auth: &AuthVerdicts) -> bool {
             .any(|d| d.eq_ignore_ascii_case(GMAIL_DKIM_DOMAIN))
 }
 
-/// Header checks of a bounded, parsed message (`gate::Gate::run`): the
+/// Header checks of a bounded, parsed message (`headers::parse`, in `gate::Gate::run`): the
 /// sender, then the code.
 pub(crate) fn screen(msg: &Message<'_>, mailbox: &str) -> Result<String, Refusal> {
-    let from = gate::single_from(msg).map_err(|_| Refusal::ForwardingUnverified)?;
+    let from = headers::single_from(msg).map_err(|_| Refusal::ForwardingUnverified)?;
     if !from.canon().eq_ignore_ascii_case(GMAIL_FROM) {
         return Err(Refusal::ForwardingUnverified);
     }
-    if gate::header_all(msg, "Subject").len() != 1 {
+    if headers::header_all(msg, "Subject").len() != 1 {
         return Err(Refusal::ForwardingSubject);
     }
     let subject = msg.subject().ok_or(Refusal::ForwardingSubject)?;
     parse_subject(subject, mailbox).ok_or(Refusal::ForwardingSubject)
-}
-
-/// The queued item of a confirmation `code` for `agent` at `mailbox`:
-/// the code, the provider and the mailbox; never the link or the body.
-pub(crate) fn item(
-    mailbox: &str,
-    agent: &str,
-    code: &str,
-    auth: &AuthVerdicts,
-    now: i64,
-) -> NewProbe {
-    let payload = json!({
-        "code": code,
-        "provider": "gmail",
-        "mailbox": mailbox,
-    });
-    NewProbe {
-        mailbox: mailbox.to_string(),
-        agent: agent.to_string(),
-        kind: KIND.into(),
-        id: String::new(),
-        requester: String::new(),
-        sender: GMAIL_FROM.into(),
-        ts: now,
-        payload: payload.to_string(),
-        auth: serde_json::to_string(auth).unwrap_or_default(),
-        binding: String::new(),
-    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! [`Gate::run`] is the one assembly of these steps: the headers are parsed
 //! once, after the size bound, and every step reads that parse.
 
-use mail_parser::{HeaderName, Message, MessageParser};
+use mail_parser::{HeaderName, Message};
 use rdv_proto::consts::{
     ACK_HEADER, ACK_SUBJECT_MARKER, INVITE_HEADER, INVITE_SUBJECT_MARKER, PROBE_ACK_SUBJECT_MARKER,
     PROBE_HEADER, PROBE_LIFETIME_SECS, PROBE_MAX_AHEAD_SECS, PROBE_SUBJECT_MARKER,
@@ -20,8 +20,8 @@ use rdv_proto::{Address, AgentId};
 use serde::Serialize;
 
 use crate::auth::SmtpSession;
-use crate::limits::Limits;
-use crate::verdict::{AuthVerdicts, Binding, LimitScope, Refusal, SpfSource};
+use crate::headers::{self, header_all, single_from};
+use crate::verdict::{AuthVerdicts, Binding, Refusal, SpfSource};
 
 /// What the caller knows about how the message arrived.
 #[derive(Debug, Clone)]
@@ -252,28 +252,6 @@ impl Markers {
     }
 }
 
-fn header_text(msg: &Message<'_>, h: &mail_parser::Header<'_>) -> String {
-    let raw = msg
-        .raw_message()
-        .get(h.offset_start as usize..h.offset_end as usize)
-        .unwrap_or_default();
-    // Unfold (RFC 5322 §2.2.3) and trim.
-    String::from_utf8_lossy(raw)
-        .replace("\r\n", "")
-        .replace('\n', "")
-        .trim()
-        .to_string()
-}
-
-/// Every instance of a header, unfolded, by case-insensitive name.
-pub(crate) fn header_all(msg: &Message<'_>, name: &str) -> Vec<String> {
-    msg.headers()
-        .iter()
-        .filter(|h| h.name.as_str().eq_ignore_ascii_case(name))
-        .map(|h| header_text(msg, h))
-        .collect()
-}
-
 fn markers(msg: &Message<'_>) -> Result<Markers, Refusal> {
     let subjects = header_all(msg, "Subject");
     if subjects.len() > 1 {
@@ -371,34 +349,6 @@ fn check_auto_submitted(msg: &Message<'_>) -> Result<(), Refusal> {
     }
 }
 
-pub(crate) fn single_from(msg: &Message<'_>) -> Result<Address, Refusal> {
-    if msg
-        .headers()
-        .iter()
-        .filter(|h| h.name == HeaderName::From)
-        .count()
-        != 1
-    {
-        return Err(Refusal::From("not exactly one From header".into()));
-    }
-    let from = msg
-        .from()
-        .ok_or_else(|| Refusal::From("unparseable".into()))?;
-    let mut it = from.iter();
-    let (Some(a), None) = (it.next(), it.next()) else {
-        return Err(Refusal::From("not exactly one mailbox".into()));
-    };
-    let addr = a
-        .address
-        .as_deref()
-        .ok_or_else(|| Refusal::From("no address".into()))?;
-    let parsed = Address::parse(addr).map_err(|e| Refusal::From(e.to_string()))?;
-    if parsed.kind != rdv_proto::AddressKind::Email {
-        return Err(Refusal::From("not an email address".into()));
-    }
-    Ok(parsed)
-}
-
 impl Admitted {
     /// The binding (step 5) of a message whose dedupe and limits are the
     /// [`Limiter`]'s.
@@ -414,7 +364,7 @@ impl Admitted {
 
 /// Dedupe and rate limits (§5.2.1 gate steps 14–15, §5.4), and the queue
 /// where there is one: in memory (`Mutex<Limits>`: `check`, the corpus,
-/// the bench, the fuzz target) or in the store (`delivery::StoreLimiter`,
+/// the bench, the fuzz target) or in the store (`limiter::StoreLimiter`,
 /// one transaction with the queueing), behind the one [`Gate::run`].
 /// A refused message records nothing.
 pub trait Limiter: Sync {
@@ -449,62 +399,6 @@ pub trait Limiter: Sync {
         auth: &AuthVerdicts,
         now: Instant,
     ) -> impl Future<Output = Result<Result<Option<i64>, Refusal>, Self::Error>> + Send;
-}
-
-/// The in-memory limiter: nothing is queued, nothing fails.
-impl Limiter for std::sync::Mutex<Limits> {
-    type Error = std::convert::Infallible;
-
-    fn admit(
-        &self,
-        msg: &Admitted,
-        arrival: &Arrival<'_>,
-        now: Instant,
-    ) -> impl Future<Output = Result<Result<Option<i64>, Refusal>, Self::Error>> + Send {
-        let s = &msg.screened;
-        let r = lock(self).admit(
-            s.kind_name(),
-            &s.id,
-            s.sender.canon(),
-            s.requester.as_str(),
-            arrival.mailbox.canon(),
-            now,
-        );
-        std::future::ready(Ok(r.map(|()| None)))
-    }
-
-    fn echo(
-        &self,
-        sender: &Address,
-        now: Instant,
-    ) -> impl Future<Output = Result<Result<(), Refusal>, Self::Error>> + Send {
-        std::future::ready(Ok(lock(self).echo(sender.canon(), now)))
-    }
-
-    fn confirmation(
-        &self,
-        arrival: &Arrival<'_>,
-        _code: &str,
-        _auth: &AuthVerdicts,
-        now: Instant,
-    ) -> impl Future<Output = Result<Result<Option<i64>, Refusal>, Self::Error>> + Send {
-        let mut l = lock(self);
-        let under = l.take(
-            crate::forwarding::RATE_SCOPE,
-            arrival.mailbox.canon(),
-            crate::forwarding::PER_DAY,
-            now,
-        );
-        std::future::ready(Ok(if under {
-            Ok(None)
-        } else {
-            Err(Refusal::RateLimited(LimitScope::Mailbox))
-        }))
-    }
-}
-
-fn lock(m: &std::sync::Mutex<Limits>) -> std::sync::MutexGuard<'_, Limits> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Where the verdicts come from in a deployment.
@@ -567,7 +461,7 @@ impl<'a, L: Limiter> Gate<'a, L> {
     }
 
     /// The whole gate for one message: the size bound, one parse of the
-    /// headers (bounded first) that every later step reads, [`screen`],
+    /// headers (`headers::parse`, bounded first) that every later step reads, [`screen`],
     /// authentication, then the [`Limiter`]. A refusal is the inner `Err`;
     /// the outer one is the limiter's own failure.
     pub async fn run(
@@ -577,7 +471,7 @@ impl<'a, L: Limiter> Gate<'a, L> {
         via: Via<'_>,
         now: Instant,
     ) -> Result<Result<Passed, Refusal>, L::Error> {
-        let msg = match headers(raw, arrival.max_bytes) {
+        let msg = match headers::parse(raw, arrival.max_bytes) {
             Ok(m) => m,
             Err(r) => return Ok(Err(r)),
         };
@@ -670,26 +564,14 @@ impl<'a, L: Limiter> Gate<'a, L> {
     }
 }
 
-/// The one parse of a message's headers (§5.2.1 gate steps 1–2): the raw
-/// size is bounded first, then `mail-parser` reads the header block; every
-/// later step (screening, `auth`, `received`, `forwarding`) reads this.
-pub fn headers(raw: &[u8], max_bytes: usize) -> Result<Message<'_>, Refusal> {
-    if raw.len() > max_bytes {
-        return Err(Refusal::TooLarge);
-    }
-    MessageParser::default()
-        .parse_headers(raw)
-        .ok_or(Refusal::Malformed)
-}
-
 /// The gate with an in-memory limiter (`check`, the corpus, the bench):
 /// [`Gate::run`] of a marked message, its outcome as admitted or refused.
-pub async fn run(
+pub async fn run<L: Limiter<Error = std::convert::Infallible>>(
     raw: &[u8],
     arrival: &Arrival<'_>,
     session: Option<&SmtpSession>,
     backend: &AuthBackend,
-    limits: &std::sync::Mutex<Limits>,
+    limits: &L,
     now: Instant,
 ) -> Result<Admitted, Refusal> {
     let via = Via {

@@ -35,7 +35,7 @@ use crate::auth::SmtpSession;
 use crate::config::{Config, SmtpRefusals, UnknownRecipients};
 use crate::delivery::Delivery;
 use crate::error::Error;
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::verdict::Refusal;
 
 /// Longest command line, CRLF included (RFC 5321 §4.5.3.1.4 says 512; MAIL

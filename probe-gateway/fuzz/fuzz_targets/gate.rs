@@ -1,6 +1,6 @@
 //! The gate (§5.2.1), raw message in, verdict out: `Gate::run`, the one
 //! assembly production runs (screening, trusted-mode
-//! Authentication-Results, the in-memory limiter), for a mailbox and for
+//! Authentication-Results, the in-memory limiter of `limiter`), for a mailbox and for
 //! its gateway address (forwarding confirmations). Must never panic. Seed
 //! with probe-gateway/tests/corpus/*.eml:
 //!   cd probe-gateway/fuzz && mkdir -p corpus/gate && cp ../tests/corpus/*.eml corpus/gate/
@@ -10,7 +10,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use rdv_probe_gateway::auth;
+use rdv_probe_gateway::{auth, headers};
 use rdv_probe_gateway::gate::{self, Arrival, AuthBackend, Gate, Via};
 use rdv_probe_gateway::limits::{LimitConfig, Limits};
 use rdv_proto::{Address, AgentKey};
@@ -41,7 +41,7 @@ fuzz_target!(|raw: &[u8]| {
     };
     let ids = vec!["mx.trusted.test".to_string()];
     // Authentication-Results parsing runs on every input, screened or not.
-    if let Ok(msg) = gate::headers(raw, arrival.max_bytes) {
+    if let Ok(msg) = headers::parse(raw, arrival.max_bytes) {
         let _ = auth::trusted(&msg, &ids, "sender.test");
     }
     let backend = AuthBackend::Trusted(ids);
