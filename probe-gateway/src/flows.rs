@@ -18,7 +18,6 @@ use rdv_proto::mailblock::{
 };
 use rdv_proto::time::from_unix;
 use rdv_proto::{Address, AgentId};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::address_key::{AddressKey, OptOutId};
@@ -35,6 +34,9 @@ use crate::store::{
 use crate::verdict::{Delivery, Refusal};
 
 pub use crate::config::{EXPLAINER_PATH, FlowConfig, OPTOUT_LOCAL};
+pub use rdv_gateway_client::wire::{
+    AckBody, InviteAnswer, InviteStatusBody, SendAckBody, SendInviteBody, SendProbeBody, SynAckBody,
+};
 
 const DAY: i64 = 24 * 3600;
 /// The inbox kind of a release (the ACK leg landed).
@@ -483,17 +485,6 @@ pub async fn mailboxes(
     Ok(axum::Json(json!({ "mailboxes": list })).into_response())
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendProbeBody {
-    to: String,
-    #[schema(value_type = Object)]
-    request: Value,
-    from_mailbox: Option<String>,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
-}
-
 /// Sends a probe (§5.2.1 SYN) from the caller's gateway address.
 #[utoipa::path(post, path = "/v1/send/probe", request_body = SendProbeBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
@@ -560,16 +551,6 @@ pub async fn send_probe(
         message_id: &message_id,
     };
     claim_and_send(&s, "probe", &msg, &send, &rules, sent).await
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SynAckBody {
-    seq: i64,
-    #[schema(value_type = Object)]
-    grant: Value,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
 }
 
 /// The caller's own inbox item `seq` of `kind`, or 404 (another key's too).
@@ -733,13 +714,6 @@ fn released_body(probe: &StoredProbe, via: &str) -> Value {
     })
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AckBody {
-    seq: i64,
-    cookie: String,
-}
-
 /// The ACK leg through the API (§5.2.1): the owning agent found the
 /// cookie echoed in the first envelope and releases the probe.
 #[utoipa::path(post, path = "/v1/ack", request_body = AckBody,
@@ -818,16 +792,6 @@ pub(crate) async fn echo_by_mail(
     }
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendAckBody {
-    seq: i64,
-    #[schema(value_type = Object)]
-    echo: Value,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
-}
-
 /// The ACK leg by mail, requester side: the signed echo of the SYN-ACK's
 /// cookie, mailed to the SYN-ACK's sender from the caller's gateway address.
 #[utoipa::path(post, path = "/v1/send/ack", request_body = SendAckBody,
@@ -886,20 +850,6 @@ pub async fn send_ack(
         axum::Json(json!({"status": "sent", "message_id": message_id})),
     )
         .into_response())
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendInviteBody {
-    to: String,
-    #[schema(value_type = Object)]
-    invite: Value,
-    /// Where the owner got the address (§5.2.2): stated in every invite.
-    source: String,
-    from_mailbox: Option<String>,
-    note: Option<String>,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
 }
 
 /// The invite's human part (§5.2.2): the owner's note, where the owner
@@ -1088,13 +1038,6 @@ pub async fn send_invite(
     claim_and_send(&s, "invite", &msg, &send, &rules, sent).await
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InviteStatusBody {
-    /// `accepted` or `declined`.
-    status: String,
-}
-
 /// The inviter records the invitee's answer (§5.2.2): it ends the pending
 /// state; `declined` starts the cooldown.
 #[utoipa::path(post, path = "/v1/invites/{id}/status", request_body = InviteStatusBody,
@@ -1106,16 +1049,11 @@ pub async fn invite_status(
     Path(id): Path<String>,
     Signed { agent, body: b }: Signed<InviteStatusBody>,
 ) -> Result<Response, ApiRefusal> {
-    let status = match b.status.as_str() {
-        "accepted" => "accepted",
-        "declined" => "declined",
-        _ => {
-            return Err(refusal(
-                StatusCode::BAD_REQUEST,
-                "malformed",
-                "status is accepted or declined",
-            ));
-        }
+    // Anything but `accepted` or `declined` was refused with the body
+    // (400 `malformed`).
+    let status = match b.status {
+        InviteAnswer::Accepted => "accepted",
+        InviteAnswer::Declined => "declined",
     };
     if id.len() > 64 {
         return Err(not_found());

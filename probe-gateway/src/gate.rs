@@ -5,7 +5,7 @@
 //! Order: size bound, then header screening (marker, one recipient, no list
 //! traffic, RFC 3834), then the RDV/1 block through the core's extractor and
 //! verifier, then `to_hint`; authentication (`auth`) runs between
-//! [`screen`] and the [`Limiter`], which dedupes and rate-limits.
+//! `screen` and the [`Limiter`], which dedupes and rate-limits.
 //! [`Gate::run`] is the one assembly of these steps: the headers are parsed
 //! once, after the size bound, and every step reads that parse.
 

@@ -45,6 +45,7 @@ use crate::signed::AUTH_HEADER;
 pub use crate::state::{AppState, Deps};
 use crate::store::{CodeOutcome, StoredProbe};
 use crate::verdict::{Delivery, Refusal as GateRefusal};
+use rdv_gateway_client::wire::{RegisterBody, VerifyBody};
 
 /// Prefix of integration tokens: `rdvgw1.<token id>.<secret>`.
 pub const TOKEN_PREFIX: &str = "rdvgw1.";
@@ -267,19 +268,6 @@ async fn read_mail(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
         return Err(MailBody::TooLarge { drained: true });
     }
     Ok(Bytes::from(kept))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct RegisterBody {
-    mailbox: String,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct VerifyBody {
-    mailbox: String,
-    code: String,
 }
 
 pub(crate) fn email(mailbox: &str) -> Result<Address, ApiRefusal> {
