@@ -19,12 +19,12 @@ use mail_auth::spf::verify::SpfParameters;
 use mail_auth::{
     AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, SpfOutput, SpfResult,
 };
-use mail_parser::MessageParser;
+use mail_parser::Message;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::gate::header_all;
+use crate::headers::header_all;
 use crate::verdict::{AuthSource, AuthVerdicts, SpfSource, Verdict};
 
 /// What the SMTP session told us, for SPF (RFC 7208 §2.4: MAIL FROM, or
@@ -130,16 +130,13 @@ impl<'de> Deserialize<'de> for AuthMode {
 /// or outranks foreign instances of its own id; later hops prepend, so the
 /// topmost is the nearest). `from_domain` is the message's From domain: a
 /// DMARC pass for another domain is no pass.
-pub fn trusted(raw: &[u8], trusted: &[String], from_domain: &str) -> AuthVerdicts {
+pub fn trusted(msg: &Message<'_>, trusted: &[String], from_domain: &str) -> AuthVerdicts {
     let none = |id: &str| {
         AuthVerdicts::none(AuthSource::Trusted {
             authserv_id: id.to_string(),
         })
     };
-    let Some(msg) = MessageParser::default().parse_headers(raw) else {
-        return none("");
-    };
-    for value in header_all(&msg, "Authentication-Results") {
+    for value in header_all(msg, "Authentication-Results") {
         let Some(ar) = parse_ar(&value) else {
             continue;
         };
@@ -474,6 +471,12 @@ fn dkim_verdict(r: &DkimResult) -> Verdict {
 mod tests {
     use super::*;
 
+    fn headers(raw: &[u8]) -> Message<'_> {
+        mail_parser::MessageParser::default()
+            .parse_headers(raw)
+            .unwrap()
+    }
+
     fn msg(ars: &[&str]) -> Vec<u8> {
         let mut m = String::new();
         for a in ars {
@@ -490,7 +493,7 @@ mod tests {
     #[test]
     fn only_configured_authserv_id_counts() {
         let raw = msg(&["mx.evil.test; dmarc=pass header.from=example.org; dkim=pass"]);
-        let v = trusted(&raw, &ids(), "example.org");
+        let v = trusted(&headers(&raw), &ids(), "example.org");
         assert_eq!(v.dmarc, Verdict::None);
         assert_eq!(v.binding(), crate::verdict::Binding::NeedsCookie);
     }
@@ -501,7 +504,7 @@ mod tests {
             "mx.trusted.test 1; dkim=fail header.d=example.org; spf=softfail (not permitted) smtp.mailfrom=example.org; dmarc=fail header.from=example.org",
             "mx.trusted.test; dmarc=pass header.from=example.org",
         ]);
-        let v = trusted(&raw, &ids(), "example.org");
+        let v = trusted(&headers(&raw), &ids(), "example.org");
         assert_eq!(
             (v.dkim, v.spf, v.dmarc),
             (Verdict::Fail, Verdict::Fail, Verdict::Fail)
@@ -513,7 +516,7 @@ mod tests {
         let raw = msg(&[
             "MX.Trusted.Test; dmarc=pass header.from=other.org; dkim=pass header.d=other.org",
         ]);
-        let v = trusted(&raw, &ids(), "example.org");
+        let v = trusted(&headers(&raw), &ids(), "example.org");
         assert_eq!(v.dmarc, Verdict::None);
         assert_eq!(v.dkim, Verdict::Pass);
         assert_eq!(v.dkim_domains, vec!["other.org".to_string()]);
@@ -524,12 +527,12 @@ mod tests {
         let raw = msg(&[
             "mx.trusted.test (a comment; dmarc=fail);\r\n\tdkim=pass (good (nested) sig) header.d=example.org;\r\n\tdmarc=pass (p=none) header.from=example.org; arc=none",
         ]);
-        let v = trusted(&raw, &ids(), "example.org");
+        let v = trusted(&headers(&raw), &ids(), "example.org");
         assert_eq!(v.dmarc, Verdict::Pass);
         assert_eq!(v.arc, Some(Verdict::None));
         assert_eq!(v.binding(), crate::verdict::Binding::WeakMailboxProof);
         let raw = msg(&["mx.trusted.test; dmarc=temperror header.from=example.org"]);
-        let v = trusted(&raw, &ids(), "example.org");
+        let v = trusted(&headers(&raw), &ids(), "example.org");
         assert_eq!(v.dmarc, Verdict::TempError);
         assert_eq!(v.binding(), crate::verdict::Binding::NeedsCookie);
     }

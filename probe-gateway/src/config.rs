@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthMode;
 use crate::error::Error;
-use crate::flows::FlowConfig;
 use crate::limits::{LimitConfig, Rate};
 use crate::mailer::OutboundConfig;
 
@@ -298,5 +297,135 @@ impl Config {
         self.outbox_dir
             .clone()
             .unwrap_or_else(|| self.data_dir.join("outbox"))
+    }
+}
+
+/// The local part of opt-out addresses: `optout+TOKEN@<mail_domain>`.
+pub const OPTOUT_LOCAL: &str = "optout";
+/// The path of the explainer page the gateway serves (§5.2.2 "a short
+/// explainer link").
+pub const EXPLAINER_PATH: &str = "/v1/about";
+
+/// `[flows]` settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlowConfig {
+    /// The domain of gateway addresses; unset: no gateway addresses, and
+    /// nothing can be sent on behalf of agents.
+    pub mail_domain: Option<String>,
+    /// The local part before `+<tag>`.
+    pub address_local: String,
+    /// The public base URL (`https://gw.example`) of the one-click opt-out
+    /// link and of the explainer page; unset: only the mailto opt-out.
+    pub public_url: Option<String>,
+    /// The explainer link every invite carries (§5.2.2), for operators who
+    /// host their own page; default `<public_url>/v1/about`, the page this
+    /// gateway serves. With neither set, invites are refused.
+    pub explainer_url: Option<String>,
+    /// One probe per (caller, address) per this many days (§5.2.1).
+    pub probe_interval_days: i64,
+    /// Sends of every kind per caller per day.
+    pub sends_per_day: u32,
+    /// An invite is pending this many days without an answer (§5.2.2).
+    pub invite_pending_days: i64,
+    /// Cooldown after an unanswered or declined invite (§5.2.2).
+    pub invite_cooldown_days: i64,
+    /// Invites to one address across all callers per 30 days.
+    pub invites_per_address_per_30d: u32,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        Self {
+            mail_domain: None,
+            address_local: "rdv".into(),
+            public_url: None,
+            explainer_url: None,
+            probe_interval_days: 30,
+            sends_per_day: 50,
+            invite_pending_days: 30,
+            invite_cooldown_days: 30,
+            invites_per_address_per_30d: 3,
+        }
+    }
+}
+
+fn hostname_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.contains('.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+}
+
+impl FlowConfig {
+    pub fn check(&self) -> Result<(), Error> {
+        let bad = |s: &str| Err(Error::Config(format!("flows: {s}")));
+        if let Some(d) = &self.mail_domain
+            && !hostname_ok(d)
+        {
+            return bad("mail_domain must be a domain name");
+        }
+        let local = &self.address_local;
+        if local.is_empty()
+            || local.len() > 32
+            || local.eq_ignore_ascii_case(OPTOUT_LOCAL)
+            || !local
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        {
+            return bad("address_local must be 1 to 32 of a-z 0-9 - _, and not optout");
+        }
+        if let Some(u) = &self.public_url
+            && !(u.starts_with("https://") || u.starts_with("http://"))
+                | u.ends_with('/')
+                | !u.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return bad("public_url must be http(s)://host[/path] without a trailing slash");
+        }
+        if let Some(u) = &self.explainer_url
+            && (!(u.starts_with("https://") || u.starts_with("http://"))
+                || !u.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return bad("explainer_url must be an http(s):// URL");
+        }
+        if self.probe_interval_days < 1
+            || self.invite_pending_days < 1
+            || self.invite_cooldown_days < 0
+            || self.sends_per_day == 0
+            || self.invites_per_address_per_30d == 0
+        {
+            return bad("the day counts and caps must be at least 1 (cooldown at least 0)");
+        }
+        Ok(())
+    }
+
+    /// `<address_local>+<tag>@<mail_domain>`, when the domain is set.
+    pub fn gateway_address(&self, tag: &str) -> Option<String> {
+        self.mail_domain
+            .as_ref()
+            .map(|d| format!("{}+{tag}@{d}", self.address_local))
+    }
+
+    pub(crate) fn optout_mailto(&self, token: &str) -> Option<String> {
+        self.mail_domain
+            .as_ref()
+            .map(|d| format!("{OPTOUT_LOCAL}+{token}@{d}"))
+    }
+
+    /// The explainer link of an invite: `explainer_url`, else this
+    /// gateway's own page under `public_url`.
+    pub fn explainer_link(&self) -> Option<String> {
+        self.explainer_url.clone().or_else(|| {
+            self.public_url
+                .as_ref()
+                .map(|u| format!("{u}{EXPLAINER_PATH}"))
+        })
+    }
+
+    pub(crate) fn optout_url(&self, token: &str) -> Option<String> {
+        self.public_url
+            .as_ref()
+            .map(|u| format!("{u}/v1/optout/{token}"))
     }
 }

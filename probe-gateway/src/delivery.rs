@@ -6,12 +6,14 @@
 //! are its adapters: they bound and hand over the bytes and turn the
 //! outcome into their protocol's answer. Logs outcomes and codes only.
 
+use rdv_proto::mailblock::BlockKind;
 use rdv_proto::{Address, AgentId};
 
-use crate::gate::{self, Admitted, Arrival, AuthBackend};
-use crate::http::AppState;
-use crate::store::NewProbe;
-use crate::verdict::{Refusal as GateRefusal, SpfSource};
+use crate::gate::{Admitted, Arrival, Passed, Via};
+use crate::state::AppState;
+use crate::store::StoreError;
+pub use crate::verdict::Delivery;
+use crate::verdict::Refusal as GateRefusal;
 
 /// A message the gate admitted and the store queued.
 #[derive(Debug)]
@@ -20,13 +22,10 @@ pub struct Delivered {
     pub seq: i64,
 }
 
-/// Why [`AppState::deliver`] did not queue a message.
-#[derive(Debug)]
-pub enum Delivery {
-    /// The gate (or the store's dedupe and limits) refused it: data.
-    Refused(GateRefusal),
-    /// The store failed; the message may be retried.
-    Internal(String),
+impl From<StoreError> for Delivery {
+    fn from(e: StoreError) -> Self {
+        Delivery::Internal(e.to_string())
+    }
 }
 
 impl AppState {
@@ -41,14 +40,22 @@ impl AppState {
         raw: &[u8],
         session: Option<&crate::auth::SmtpSession>,
     ) -> Result<Delivered, Delivery> {
-        self.deliver_logged(mailbox, raw, session, false).await
+        let via = Via {
+            session,
+            ..Via::default()
+        };
+        self.deliver_logged(mailbox, raw, via).await
     }
 
     /// [`AppState::deliver`] of mail pushed over HTTP: in verify mode, the
     /// SPF session is the topmost `Received` hop by a `trusted_received_by`
     /// host (`received`), read once the gate has bounded and screened it.
     pub async fn deliver_pushed(&self, mailbox: &str, raw: &[u8]) -> Result<Delivered, Delivery> {
-        self.deliver_logged(mailbox, raw, None, true).await
+        let via = Via {
+            pushed: true,
+            ..Via::default()
+        };
+        self.deliver_logged(mailbox, raw, via).await
     }
 
     /// [`AppState::deliver`] of SMTP mail to `mailbox`'s gateway address:
@@ -61,14 +68,14 @@ impl AppState {
         raw: &[u8],
         session: Option<&crate::auth::SmtpSession>,
     ) -> Result<i64, Delivery> {
-        let first = self.deliver_inner(mailbox, raw, session, false).await;
-        if !matches!(first, Err(Delivery::Refused(GateRefusal::NoMarker))) {
-            log_inbound(&first, session.is_some());
-            return first.map(|d| d.seq);
-        }
-        let out = crate::forwarding::deliver(self, mailbox, raw, session, self.now()).await;
+        let via = Via {
+            session,
+            pushed: false,
+            gateway_address: true,
+        };
+        let out = self.deliver_inner(mailbox, raw, via).await;
         match &out {
-            Ok(seq) => {
+            Ok(Passed::Confirmation { seq }) => {
                 metrics::counter!("rdv_gateway_inbound_total", "outcome" => "admitted", "refusal" => "")
                     .increment(1);
                 tracing::info!(
@@ -77,103 +84,118 @@ impl AppState {
                     smtp = true,
                     "inbound admitted"
                 );
+                seq.ok_or_else(|| Delivery::Internal("not queued".into()))
             }
-            Err(Delivery::Refused(r)) => {
-                metrics::counter!("rdv_gateway_inbound_total", "outcome" => "refused", "refusal" => r.code())
-                    .increment(1);
-                tracing::info!(refusal = r.code(), smtp = true, "inbound refused");
+            _ => {
+                let out = self.delivered(out);
+                log_inbound(&out, true);
+                out.map(|d| d.seq)
             }
-            Err(Delivery::Internal(e)) => tracing::error!(error = %e, "inbound failed"),
         }
-        out
+    }
+
+    /// SMTP mail for an address with no agent (`smtp_unknown_recipients =
+    /// "accept"`): the gate runs as for a registered mailbox, its dedupe and
+    /// windows count (the per-sender limit included), and nothing is
+    /// queued. The sender sees what a registered mailbox's sender sees
+    /// (§5.2.1 "Silence", §9): `rate_limited` (451) and store failures as
+    /// they are, every other outcome as `not_for_mailbox` (dropped, `250`).
+    pub async fn deliver_nowhere(
+        &self,
+        rcpt: &Address,
+        raw: &[u8],
+        session: Option<&crate::auth::SmtpSession>,
+    ) -> Result<i64, Delivery> {
+        let arrival = Arrival {
+            mailbox: rcpt,
+            agent: None,
+            max_bytes: self.inner.cfg.max_mail_bytes,
+        };
+        let via = Via {
+            session,
+            ..Via::default()
+        };
+        match self.gate().run(raw, &arrival, via, self.now()).await {
+            Ok(Err(r @ GateRefusal::RateLimited(_))) => Err(Delivery::Refused(r)),
+            Ok(_) => Err(Delivery::Refused(GateRefusal::NotForMailbox)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Counts and logs mail pushed over HTTP that the body bound refused
+    /// before the gate saw it, like any gate refusal.
+    pub(crate) fn inbound_too_large(&self) {
+        log_inbound(&Err(Delivery::Refused(GateRefusal::TooLarge)), false);
     }
 
     async fn deliver_logged(
         &self,
         mailbox: &str,
         raw: &[u8],
-        session: Option<&crate::auth::SmtpSession>,
-        pushed: bool,
+        via: Via<'_>,
     ) -> Result<Delivered, Delivery> {
-        let out = self.deliver_inner(mailbox, raw, session, pushed).await;
-        log_inbound(&out, session.is_some());
+        let out = self.deliver_inner(mailbox, raw, via).await;
+        let out = self.delivered(out);
+        log_inbound(&out, via.session.is_some());
         out
     }
 
+    /// The gate over `raw` for the proved `mailbox`.
     async fn deliver_inner(
         &self,
         mailbox: &str,
         raw: &[u8],
-        session: Option<&crate::auth::SmtpSession>,
-        pushed: bool,
-    ) -> Result<Delivered, Delivery> {
+        via: Via<'_>,
+    ) -> Result<Passed, Delivery> {
         let s = &self.inner;
-        let internal = |e: &dyn std::fmt::Display| Delivery::Internal(e.to_string());
         let Ok(mailbox_addr) = Address::parse(mailbox) else {
             return Err(Delivery::Internal("stored mailbox does not parse".into()));
         };
-        let agent = match s.store.mailbox_agent(mailbox).await {
-            Ok(Some(a)) => AgentId::parse(&a).ok(),
-            Ok(None) => None,
-            Err(e) => return Err(internal(&e)),
+        let agent = match s.store.mailbox_agent(mailbox).await? {
+            Some(a) => AgentId::parse(&a).ok(),
+            None => None,
         };
         let Some(agent) = agent else {
             return Err(Delivery::Refused(GateRefusal::NotForMailbox));
         };
-        let now = self.now();
         let arrival = Arrival {
             mailbox: &mailbox_addr,
             agent: Some(&agent),
             max_bytes: s.cfg.max_mail_bytes,
         };
-        let screened = gate::screen_with(raw, &arrival, now, s.cfg.dev_allow_ws_relays)
+        let passed = self
+            .gate()
+            .run(raw, &arrival, via, self.now())
+            .await?
             .map_err(Delivery::Refused)?;
-        // Only after screening: the message is bounded and well formed.
-        let hop = match &s.backend {
-            AuthBackend::Verify(_) if pushed && session.is_none() => {
-                crate::received::session(raw, &s.cfg.trusted_received_by)
+        match passed {
+            Passed::Message { admitted, .. } if admitted.screened.kind == BlockKind::ProbeEcho => {
+                // The ACK leg by mail: released, never queued as mail.
+                let seq = crate::flows::echo_by_mail(self, &agent, &admitted).await?;
+                Ok(Passed::Message {
+                    admitted,
+                    seq: Some(seq),
+                })
             }
-            _ => None,
-        };
-        let mut auth =
-            gate::authenticate(raw, &screened, session.or(hop.as_ref()), &s.backend).await;
-        if hop.is_some() && auth.spf_source == Some(SpfSource::Session) {
-            auth.spf_source = Some(SpfSource::Received);
+            passed => {
+                let _ = s.notify.send(agent.as_str().to_string());
+                Ok(passed)
+            }
         }
-        let admitted = Admitted::new(screened, auth);
-        if admitted.screened.kind == rdv_proto::mailblock::BlockKind::ProbeEcho {
-            // The ACK leg by mail: released, never queued as mail.
-            let seq = crate::flows::echo_by_mail(self, &agent, &admitted).await?;
-            return Ok(Delivered { admitted, seq });
+    }
+
+    /// A passed marked message as delivered (its queue seq).
+    fn delivered(&self, out: Result<Passed, Delivery>) -> Result<Delivered, Delivery> {
+        match out? {
+            Passed::Message {
+                admitted,
+                seq: Some(seq),
+            } => Ok(Delivered {
+                admitted: *admitted,
+                seq,
+            }),
+            _ => Err(Delivery::Internal("not queued".into())),
         }
-        let payload =
-            rdv_proto::canon::to_string(&admitted.screened.block).map_err(|e| internal(&e))?;
-        let probe = NewProbe {
-            mailbox: mailbox.to_string(),
-            agent: agent.as_str().to_string(),
-            kind: admitted.screened.kind_name().to_string(),
-            id: admitted.screened.id.clone(),
-            requester: admitted.screened.requester.as_str().to_string(),
-            sender: admitted.screened.sender.canon().to_string(),
-            ts: admitted.screened.ts.unix_timestamp(),
-            payload,
-            auth: serde_json::to_string(&admitted.auth).unwrap_or_default(),
-            binding: serde_json::to_value(admitted.binding)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        let seq = match s
-            .store
-            .admit(&probe, &s.cfg.limits, now.unix_timestamp())
-            .await
-        {
-            Ok(Ok(seq)) => seq,
-            Ok(Err(r)) => return Err(Delivery::Refused(r)),
-            Err(e) => return Err(internal(&e)),
-        };
-        let _ = s.notify.send(probe.agent);
-        Ok(Delivered { admitted, seq })
     }
 }
 

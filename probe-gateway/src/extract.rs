@@ -16,8 +16,9 @@ use axum::response::{IntoResponse, Response};
 use rdv_proto::AgentId;
 use serde::de::DeserializeOwned;
 
-use crate::http::{ApiRefusal, AppState};
+use crate::api_refusal::ApiRefusal;
 use crate::signed::{self, AUTH_HEADER, AuthRefusal};
+use crate::state::AppState;
 
 /// A signed request and its JSON body. `PROVED` (the default) requires a
 /// key that proved a mailbox (403 `unregistered`); [`Enrolling`] does not.

@@ -18,159 +18,35 @@ use rdv_proto::mailblock::{
 };
 use rdv_proto::time::from_unix;
 use rdv_proto::{Address, AgentId};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::address_key::{AddressKey, OptOutId};
+use crate::api_refusal::ApiRefusal;
 use crate::clock::Entropy;
-use crate::delivery::Delivery;
 use crate::extract::{Signed, SignedAgent};
 use crate::gate::Admitted;
-use crate::http::{ApiRefusal, AppState, email};
+use crate::http::email;
 use crate::mailer::OutboundMessage;
+use crate::state::AppState;
 use crate::store::{
     InviteRules, NewProbe, NewSend, Released, SendLimit, SendRules, StoreError, StoredProbe,
 };
-use crate::verdict::Refusal;
+use crate::verdict::{Delivery, Refusal};
+
+pub use crate::config::{EXPLAINER_PATH, FlowConfig, OPTOUT_LOCAL};
+pub use rdv_gateway_client::wire::{
+    AckBody, InviteAnswer, InviteStatusBody, SendAckBody, SendInviteBody, SendProbeBody, SynAckBody,
+};
 
 const DAY: i64 = 24 * 3600;
 /// The inbox kind of a release (the ACK leg landed).
 pub const RELEASE_KIND: &str = "release";
-/// The local part of opt-out addresses: `optout+TOKEN@<mail_domain>`.
-pub const OPTOUT_LOCAL: &str = "optout";
 /// A gateway-address tag: 10 lowercase base32 characters (50 bits).
 pub const TAG_LEN: usize = 10;
 /// The longest owner's note in an invite, characters.
 pub const NOTE_MAX_CHARS: usize = 2000;
 /// The longest invite source ("where I got your address", §5.2.2), characters.
 pub const SOURCE_MAX_CHARS: usize = 200;
-/// The path of the explainer page the gateway serves (§5.2.2 "a short
-/// explainer link").
-pub const EXPLAINER_PATH: &str = "/v1/about";
-
-/// `[flows]` settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct FlowConfig {
-    /// The domain of gateway addresses; unset: no gateway addresses, and
-    /// nothing can be sent on behalf of agents.
-    pub mail_domain: Option<String>,
-    /// The local part before `+<tag>`.
-    pub address_local: String,
-    /// The public base URL (`https://gw.example`) of the one-click opt-out
-    /// link and of the explainer page; unset: only the mailto opt-out.
-    pub public_url: Option<String>,
-    /// The explainer link every invite carries (§5.2.2), for operators who
-    /// host their own page; default `<public_url>/v1/about`, the page this
-    /// gateway serves. With neither set, invites are refused.
-    pub explainer_url: Option<String>,
-    /// One probe per (caller, address) per this many days (§5.2.1).
-    pub probe_interval_days: i64,
-    /// Sends of every kind per caller per day.
-    pub sends_per_day: u32,
-    /// An invite is pending this many days without an answer (§5.2.2).
-    pub invite_pending_days: i64,
-    /// Cooldown after an unanswered or declined invite (§5.2.2).
-    pub invite_cooldown_days: i64,
-    /// Invites to one address across all callers per 30 days.
-    pub invites_per_address_per_30d: u32,
-}
-
-impl Default for FlowConfig {
-    fn default() -> Self {
-        Self {
-            mail_domain: None,
-            address_local: "rdv".into(),
-            public_url: None,
-            explainer_url: None,
-            probe_interval_days: 30,
-            sends_per_day: 50,
-            invite_pending_days: 30,
-            invite_cooldown_days: 30,
-            invites_per_address_per_30d: 3,
-        }
-    }
-}
-
-fn hostname_ok(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.contains('.')
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-}
-
-impl FlowConfig {
-    pub fn check(&self) -> Result<(), crate::error::Error> {
-        let bad = |s: &str| Err(crate::error::Error::Config(format!("flows: {s}")));
-        if let Some(d) = &self.mail_domain
-            && !hostname_ok(d)
-        {
-            return bad("mail_domain must be a domain name");
-        }
-        let local = &self.address_local;
-        if local.is_empty()
-            || local.len() > 32
-            || local.eq_ignore_ascii_case(OPTOUT_LOCAL)
-            || !local
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        {
-            return bad("address_local must be 1 to 32 of a-z 0-9 - _, and not optout");
-        }
-        if let Some(u) = &self.public_url
-            && !(u.starts_with("https://") || u.starts_with("http://"))
-                | u.ends_with('/')
-                | !u.bytes().all(|b| b.is_ascii_graphic())
-        {
-            return bad("public_url must be http(s)://host[/path] without a trailing slash");
-        }
-        if let Some(u) = &self.explainer_url
-            && (!(u.starts_with("https://") || u.starts_with("http://"))
-                || !u.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            return bad("explainer_url must be an http(s):// URL");
-        }
-        if self.probe_interval_days < 1
-            || self.invite_pending_days < 1
-            || self.invite_cooldown_days < 0
-            || self.sends_per_day == 0
-            || self.invites_per_address_per_30d == 0
-        {
-            return bad("the day counts and caps must be at least 1 (cooldown at least 0)");
-        }
-        Ok(())
-    }
-
-    /// `<address_local>+<tag>@<mail_domain>`, when the domain is set.
-    pub fn gateway_address(&self, tag: &str) -> Option<String> {
-        self.mail_domain
-            .as_ref()
-            .map(|d| format!("{}+{tag}@{d}", self.address_local))
-    }
-
-    fn optout_mailto(&self, token: &str) -> Option<String> {
-        self.mail_domain
-            .as_ref()
-            .map(|d| format!("{OPTOUT_LOCAL}+{token}@{d}"))
-    }
-
-    /// The explainer link of an invite: `explainer_url`, else this
-    /// gateway's own page under `public_url`.
-    pub fn explainer_link(&self) -> Option<String> {
-        self.explainer_url.clone().or_else(|| {
-            self.public_url
-                .as_ref()
-                .map(|u| format!("{u}{EXPLAINER_PATH}"))
-        })
-    }
-
-    fn optout_url(&self, token: &str) -> Option<String> {
-        self.public_url
-            .as_ref()
-            .map(|u| format!("{u}/v1/optout/{token}"))
-    }
-}
 
 /// A fresh gateway-address tag from the injected entropy.
 pub fn new_tag(entropy: &dyn Entropy) -> String {
@@ -197,12 +73,9 @@ pub enum Recipient {
 /// are matched case-insensitively (the whole address is lowercased, §4.6
 /// canon); anything else must be a proved mailbox.
 pub async fn resolve_recipient(s: &AppState, rcpt: &str) -> Result<Option<Recipient>, StoreError> {
-    let Ok(addr) = Address::parse(rcpt) else {
+    let Ok(addr) = Address::parse_email(rcpt) else {
         return Ok(None);
     };
-    if addr.kind != rdv_proto::AddressKind::Email {
-        return Ok(None);
-    }
     let canon = addr.canon();
     let cfg = &s.inner.cfg.flows;
     if let (Some(domain), Some((local, dom))) = (&cfg.mail_domain, canon.rsplit_once('@'))
@@ -585,8 +458,8 @@ fn daily_only(s: &AppState) -> SendRules {
 /// The caller's mailboxes and their gateway addresses.
 #[utoipa::path(get, path = "/v1/mailboxes",
     params(("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 200, body = Object), (status = 401, body = crate::http::ErrorBody),
-        (status = 403, body = crate::http::ErrorBody)))]
+    responses((status = 200, body = Object), (status = 401, body = crate::api_refusal::ErrorBody),
+        (status = 403, body = crate::api_refusal::ErrorBody)))]
 pub async fn mailboxes(
     State(s): State<AppState>,
     SignedAgent(agent): SignedAgent,
@@ -609,24 +482,13 @@ pub async fn mailboxes(
     Ok(axum::Json(json!({ "mailboxes": list })).into_response())
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendProbeBody {
-    to: String,
-    #[schema(value_type = Object)]
-    request: Value,
-    from_mailbox: Option<String>,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
-}
-
 /// Sends a probe (§5.2.1 SYN) from the caller's gateway address.
 #[utoipa::path(post, path = "/v1/send/probe", request_body = SendProbeBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 202, body = Object), (status = 400, body = crate::http::ErrorBody),
-        (status = 403, body = crate::http::ErrorBody), (status = 409, body = crate::http::ErrorBody),
-        (status = 422, body = crate::http::ErrorBody), (status = 429, body = Object),
-        (status = 503, body = crate::http::ErrorBody)))]
+    responses((status = 202, body = Object), (status = 400, body = crate::api_refusal::ErrorBody),
+        (status = 403, body = crate::api_refusal::ErrorBody), (status = 409, body = crate::api_refusal::ErrorBody),
+        (status = 422, body = crate::api_refusal::ErrorBody), (status = 429, body = Object),
+        (status = 503, body = crate::api_refusal::ErrorBody)))]
 pub async fn send_probe(
     State(s): State<AppState>,
     Signed { agent, body: b }: Signed<SendProbeBody>,
@@ -688,16 +550,6 @@ pub async fn send_probe(
     claim_and_send(&s, "probe", &msg, &send, &rules, sent).await
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SynAckBody {
-    seq: i64,
-    #[schema(value_type = Object)]
-    grant: Value,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
-}
-
 /// The caller's own inbox item `seq` of `kind`, or 404 (another key's too).
 async fn own_item(
     s: &AppState,
@@ -730,9 +582,9 @@ fn probe_cookie(s: &AppState, p: &StoredProbe) -> Result<String, ApiRefusal> {
 /// gateway's cookie, to the probe's sender, from the mailbox's gateway address.
 #[utoipa::path(post, path = "/v1/send/syn-ack", request_body = SynAckBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 202, body = Object), (status = 403, body = crate::http::ErrorBody),
-        (status = 404, body = crate::http::ErrorBody), (status = 409, body = crate::http::ErrorBody),
-        (status = 422, body = crate::http::ErrorBody), (status = 503, body = crate::http::ErrorBody)))]
+    responses((status = 202, body = Object), (status = 403, body = crate::api_refusal::ErrorBody),
+        (status = 404, body = crate::api_refusal::ErrorBody), (status = 409, body = crate::api_refusal::ErrorBody),
+        (status = 422, body = crate::api_refusal::ErrorBody), (status = 503, body = crate::api_refusal::ErrorBody)))]
 pub async fn send_syn_ack(
     State(s): State<AppState>,
     Signed { agent, body: b }: Signed<SynAckBody>,
@@ -859,19 +711,12 @@ fn released_body(probe: &StoredProbe, via: &str) -> Value {
     })
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AckBody {
-    seq: i64,
-    cookie: String,
-}
-
 /// The ACK leg through the API (§5.2.1): the owning agent found the
 /// cookie echoed in the first envelope and releases the probe.
 #[utoipa::path(post, path = "/v1/ack", request_body = AckBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 200, body = Object), (status = 403, body = crate::http::ErrorBody),
-        (status = 404, body = crate::http::ErrorBody), (status = 410, body = crate::http::ErrorBody)))]
+    responses((status = 200, body = Object), (status = 403, body = crate::api_refusal::ErrorBody),
+        (status = 404, body = crate::api_refusal::ErrorBody), (status = 410, body = crate::api_refusal::ErrorBody)))]
 pub async fn ack(
     State(s): State<AppState>,
     Signed { agent, body: b }: Signed<AckBody>,
@@ -916,24 +761,8 @@ pub(crate) async fn echo_by_mail(
     let BlockPayload::ProbeEcho(e) = &admitted.screened.payload else {
         return Err(Delivery::Refused(Refusal::Payload("not an echo".into())));
     };
-    // Echoes skip the queue's dedupe (a release is idempotent), so cookie
-    // guesses are bounded here: `limits.per_sender` per sender address.
-    let under = s
-        .inner
-        .store
-        .count_event(
-            "echo",
-            admitted.screened.sender.canon(),
-            s.inner.cfg.limits.per_sender,
-            s.now().unix_timestamp(),
-        )
-        .await
-        .map_err(internal)?;
-    if !under {
-        return Err(Delivery::Refused(Refusal::RateLimited(
-            crate::verdict::LimitScope::Sender,
-        )));
-    }
+    // Echo attempts were counted per sender by the gate's limiter
+    // (`gate::Limiter::echo`): echoes skip the dedupe.
     let probe = s
         .inner
         .store
@@ -960,23 +789,13 @@ pub(crate) async fn echo_by_mail(
     }
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendAckBody {
-    seq: i64,
-    #[schema(value_type = Object)]
-    echo: Value,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
-}
-
 /// The ACK leg by mail, requester side: the signed echo of the SYN-ACK's
 /// cookie, mailed to the SYN-ACK's sender from the caller's gateway address.
 #[utoipa::path(post, path = "/v1/send/ack", request_body = SendAckBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 202, body = Object), (status = 403, body = crate::http::ErrorBody),
-        (status = 404, body = crate::http::ErrorBody), (status = 422, body = crate::http::ErrorBody),
-        (status = 503, body = crate::http::ErrorBody)))]
+    responses((status = 202, body = Object), (status = 403, body = crate::api_refusal::ErrorBody),
+        (status = 404, body = crate::api_refusal::ErrorBody), (status = 422, body = crate::api_refusal::ErrorBody),
+        (status = 503, body = crate::api_refusal::ErrorBody)))]
 pub async fn send_ack(
     State(s): State<AppState>,
     Signed { agent, body: b }: Signed<SendAckBody>,
@@ -1028,20 +847,6 @@ pub async fn send_ack(
         axum::Json(json!({"status": "sent", "message_id": message_id})),
     )
         .into_response())
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SendInviteBody {
-    to: String,
-    #[schema(value_type = Object)]
-    invite: Value,
-    /// Where the owner got the address (§5.2.2): stated in every invite.
-    source: String,
-    from_mailbox: Option<String>,
-    note: Option<String>,
-    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
-    from_name: Option<String>,
 }
 
 /// The invite's human part (§5.2.2): the owner's note, where the owner
@@ -1122,10 +927,10 @@ fn check_note(note: &str) -> Result<(), ApiRefusal> {
 /// RFC 8058 opt-out.
 #[utoipa::path(post, path = "/v1/send/invite", request_body = SendInviteBody,
     params(("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 202, body = Object), (status = 400, body = crate::http::ErrorBody),
-        (status = 403, body = crate::http::ErrorBody), (status = 409, body = crate::http::ErrorBody),
-        (status = 422, body = crate::http::ErrorBody), (status = 429, body = Object),
-        (status = 503, body = crate::http::ErrorBody)))]
+    responses((status = 202, body = Object), (status = 400, body = crate::api_refusal::ErrorBody),
+        (status = 403, body = crate::api_refusal::ErrorBody), (status = 409, body = crate::api_refusal::ErrorBody),
+        (status = 422, body = crate::api_refusal::ErrorBody), (status = 429, body = Object),
+        (status = 503, body = crate::api_refusal::ErrorBody)))]
 pub async fn send_invite(
     State(s): State<AppState>,
     Signed { agent, body: b }: Signed<SendInviteBody>,
@@ -1230,34 +1035,22 @@ pub async fn send_invite(
     claim_and_send(&s, "invite", &msg, &send, &rules, sent).await
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InviteStatusBody {
-    /// `accepted` or `declined`.
-    status: String,
-}
-
 /// The inviter records the invitee's answer (§5.2.2): it ends the pending
 /// state; `declined` starts the cooldown.
 #[utoipa::path(post, path = "/v1/invites/{id}/status", request_body = InviteStatusBody,
     params(("id" = String, Path), ("x-rdv-auth" = String, Header, description = "signed request")),
-    responses((status = 200, body = Object), (status = 400, body = crate::http::ErrorBody),
-        (status = 404, body = crate::http::ErrorBody), (status = 409, body = crate::http::ErrorBody)))]
+    responses((status = 200, body = Object), (status = 400, body = crate::api_refusal::ErrorBody),
+        (status = 404, body = crate::api_refusal::ErrorBody), (status = 409, body = crate::api_refusal::ErrorBody)))]
 pub async fn invite_status(
     State(s): State<AppState>,
     Path(id): Path<String>,
     Signed { agent, body: b }: Signed<InviteStatusBody>,
 ) -> Result<Response, ApiRefusal> {
-    let status = match b.status.as_str() {
-        "accepted" => "accepted",
-        "declined" => "declined",
-        _ => {
-            return Err(refusal(
-                StatusCode::BAD_REQUEST,
-                "malformed",
-                "status is accepted or declined",
-            ));
-        }
+    // Anything but `accepted` or `declined` was refused with the body
+    // (400 `malformed`).
+    let status = match b.status {
+        InviteAnswer::Accepted => "accepted",
+        InviteAnswer::Declined => "declined",
     };
     if id.len() > 64 {
         return Err(not_found());
@@ -1294,7 +1087,7 @@ fn optout_target(s: &AppState, token: &str) -> Result<OptOutId, ApiRefusal> {
 /// The opt-out link (RFC 8058): a page with a confirm button. A GET
 /// records nothing, because mail scanners fetch links.
 #[utoipa::path(get, path = "/v1/optout/{token}", params(("token" = String, Path)),
-    responses((status = 200, content_type = "text/html"), (status = 404, body = crate::http::ErrorBody)))]
+    responses((status = 200, content_type = "text/html"), (status = 404, body = crate::api_refusal::ErrorBody)))]
 pub async fn optout_page(
     State(s): State<AppState>,
     Path(token): Path<String>,
@@ -1308,7 +1101,7 @@ pub async fn optout_page(
 /// Records the opt-out (the confirm button, or an RFC 8058 one-click POST
 /// with `List-Unsubscribe=One-Click`). JSON when asked for, else HTML.
 #[utoipa::path(post, path = "/v1/optout/{token}", params(("token" = String, Path)),
-    responses((status = 200, body = Object), (status = 404, body = crate::http::ErrorBody)))]
+    responses((status = 200, body = Object), (status = 404, body = crate::api_refusal::ErrorBody)))]
 pub async fn optout_confirm(
     State(s): State<AppState>,
     Path(token): Path<String>,

@@ -9,17 +9,11 @@
 //! own verdicts, a subject `(#<6–12 digits>) …` naming the forwarded
 //! mailbox, and [`PER_DAY`] items per mailbox per day.
 
-use mail_parser::MessageParser;
-use rdv_proto::Address;
-use rdv_proto::time::Instant;
-use serde_json::json;
+use mail_parser::Message;
 
-use crate::delivery::Delivery;
-use crate::gate::{self, AuthBackend};
-use crate::http::AppState;
+use crate::headers;
 use crate::limits::Rate;
-use crate::store::NewProbe;
-use crate::verdict::{AuthVerdicts, LimitScope, Refusal, Verdict};
+use crate::verdict::{AuthVerdicts, Refusal, Verdict};
 
 /// The inbox kind (and SSE event name) of a forwarding confirmation.
 pub const KIND: &str = "forwarding_confirmation";
@@ -60,78 +54,18 @@ pub fn dkim_aligned(auth: &AuthVerdicts) -> bool {
             .any(|d| d.eq_ignore_ascii_case(GMAIL_DKIM_DOMAIN))
 }
 
-/// Header checks of a bounded message: the sender, then the code.
-fn screen(raw: &[u8], mailbox: &str, max_bytes: usize) -> Result<String, Refusal> {
-    if raw.len() > max_bytes {
-        return Err(Refusal::TooLarge);
-    }
-    let msg = MessageParser::default()
-        .parse_headers(raw)
-        .ok_or(Refusal::Malformed)?;
-    let from = gate::single_from(&msg).map_err(|_| Refusal::ForwardingUnverified)?;
+/// Header checks of a bounded, parsed message (`headers::parse`, in `gate::Gate::run`): the
+/// sender, then the code.
+pub(crate) fn screen(msg: &Message<'_>, mailbox: &str) -> Result<String, Refusal> {
+    let from = headers::single_from(msg).map_err(|_| Refusal::ForwardingUnverified)?;
     if !from.canon().eq_ignore_ascii_case(GMAIL_FROM) {
         return Err(Refusal::ForwardingUnverified);
     }
-    if gate::header_all(&msg, "Subject").len() != 1 {
+    if headers::header_all(msg, "Subject").len() != 1 {
         return Err(Refusal::ForwardingSubject);
     }
     let subject = msg.subject().ok_or(Refusal::ForwardingSubject)?;
     parse_subject(subject, mailbox).ok_or(Refusal::ForwardingSubject)
-}
-
-/// Delivers a forwarding confirmation that arrived by SMTP at `mailbox`'s
-/// gateway address: the code is queued for the mailbox's agent, or the
-/// refusal returned (the caller counts and logs its code only).
-pub(crate) async fn deliver(
-    state: &AppState,
-    mailbox: &str,
-    raw: &[u8],
-    session: Option<&crate::auth::SmtpSession>,
-    now: Instant,
-) -> Result<i64, Delivery> {
-    let s = &state.inner;
-    let internal = |e: &dyn std::fmt::Display| Delivery::Internal(e.to_string());
-    let agent = match s.store.mailbox_agent(mailbox).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return Err(Delivery::Refused(Refusal::NotForMailbox)),
-        Err(e) => return Err(internal(&e)),
-    };
-    let code = screen(raw, mailbox, s.cfg.max_mail_bytes).map_err(Delivery::Refused)?;
-    let auth = match &s.backend {
-        AuthBackend::Trusted(ids) => crate::auth::trusted(raw, ids, GMAIL_DKIM_DOMAIN),
-        AuthBackend::Verify(v) => v.verify(raw, GMAIL_DKIM_DOMAIN, session).await,
-    };
-    if !dkim_aligned(&auth) {
-        return Err(Delivery::Refused(Refusal::ForwardingUnverified));
-    }
-    let Ok(mailbox_addr) = Address::parse(mailbox) else {
-        return Err(Delivery::Internal("stored mailbox does not parse".into()));
-    };
-    let payload = json!({
-        "code": code,
-        "provider": "gmail",
-        "mailbox": mailbox_addr.canon(),
-    });
-    let item = NewProbe {
-        mailbox: mailbox.to_string(),
-        agent: agent.clone(),
-        kind: KIND.into(),
-        id: String::new(),
-        requester: String::new(),
-        sender: GMAIL_FROM.into(),
-        ts: now.unix_timestamp(),
-        payload: payload.to_string(),
-        auth: serde_json::to_string(&auth).unwrap_or_default(),
-        binding: String::new(),
-    };
-    let seq = s
-        .store
-        .queue_limited(&item, RATE_SCOPE, mailbox, PER_DAY, now.unix_timestamp())
-        .await
-        .map_err(|e| internal(&e))?
-        .ok_or(Delivery::Refused(Refusal::RateLimited(LimitScope::Mailbox)))?;
-    let _ = s.notify.send(agent);
-    Ok(seq)
 }
 
 #[cfg(test)]

@@ -5,9 +5,11 @@
 //! Order: size bound, then header screening (marker, one recipient, no list
 //! traffic, RFC 3834), then the RDV/1 block through the core's extractor and
 //! verifier, then `to_hint`; authentication (`auth`) runs between
-//! [`screen`] and [`admit`], which dedupes and rate-limits.
+//! `screen` and the [`Limiter`], which dedupes and rate-limits.
+//! [`Gate::run`] is the one assembly of these steps: the headers are parsed
+//! once, after the size bound, and every step reads that parse.
 
-use mail_parser::{HeaderName, Message, MessageParser};
+use mail_parser::{HeaderName, Message};
 use rdv_proto::consts::{
     ACK_HEADER, ACK_SUBJECT_MARKER, INVITE_HEADER, INVITE_SUBJECT_MARKER, PROBE_ACK_SUBJECT_MARKER,
     PROBE_HEADER, PROBE_LIFETIME_SECS, PROBE_MAX_AHEAD_SECS, PROBE_SUBJECT_MARKER,
@@ -17,8 +19,9 @@ use rdv_proto::time::Instant;
 use rdv_proto::{Address, AgentId};
 use serde::Serialize;
 
-use crate::limits::Limits;
-use crate::verdict::{AuthVerdicts, Binding, Refusal};
+use crate::auth::SmtpSession;
+use crate::headers::{self, header_all, single_from};
+use crate::verdict::{AuthVerdicts, Binding, Refusal, SpfSource};
 
 /// What the caller knows about how the message arrived.
 #[derive(Debug, Clone)]
@@ -91,35 +94,26 @@ impl Screened {
     }
 }
 
-/// Header screening and block verification (§5.2.1 gate steps 1–2 without
-/// the mail authentication). `now` is the gate's clock.
-pub fn screen(raw: &[u8], arrival: &Arrival<'_>, now: Instant) -> Result<Screened, Refusal> {
-    screen_with(raw, arrival, now, false)
-}
-
-/// [`screen`], admitting `ws://` relays in the block's cards when
-/// `allow_ws` (the `dev_allow_ws_relays` switch, local testing only; §4.3
-/// asks for `wss://`).
-pub fn screen_with(
+/// Header screening and block verification (§5.2.1 gate steps 3–12,
+/// without the mail authentication) of a message bounded and parsed by
+/// [`Gate::run`]. `now` is the gate's clock; `allow_ws` admits `ws://`
+/// relays in the block's cards (the `dev_allow_ws_relays` switch, local
+/// testing only; §4.3 asks for `wss://`).
+fn screen(
     raw: &[u8],
+    msg: &Message<'_>,
     arrival: &Arrival<'_>,
     now: Instant,
     allow_ws: bool,
 ) -> Result<Screened, Refusal> {
-    if raw.len() > arrival.max_bytes {
-        return Err(Refusal::TooLarge);
-    }
-    let msg = MessageParser::default()
-        .parse_headers(raw)
-        .ok_or(Refusal::Malformed)?;
     if msg.headers().is_empty() {
         return Err(Refusal::Malformed);
     }
-    let marks = markers(&msg)?;
-    check_recipients(&msg)?;
-    check_list(&msg)?;
-    check_auto_submitted(&msg)?;
-    let sender = single_from(&msg)?;
+    let marks = markers(msg)?;
+    check_recipients(msg)?;
+    check_list(msg)?;
+    check_auto_submitted(msg)?;
+    let sender = single_from(msg)?;
 
     let block = mailblock::extract_block(raw).map_err(|e| match e {
         rdv_proto::Error::TooLarge { .. } => Refusal::TooLarge,
@@ -232,31 +226,6 @@ pub fn screen_with(
     })
 }
 
-/// Dedupe and rate limits (§5.2.1 gate step 3), then the binding (step 5).
-/// Records the id and the counts only for an admitted message.
-pub fn admit(
-    screened: Screened,
-    auth: AuthVerdicts,
-    arrival: &Arrival<'_>,
-    limits: &mut Limits,
-    now: Instant,
-) -> Result<Admitted, Refusal> {
-    limits.admit(
-        screened.kind_name(),
-        &screened.id,
-        screened.sender.canon(),
-        screened.requester.as_str(),
-        arrival.mailbox.canon(),
-        now,
-    )?;
-    let binding = auth.binding();
-    Ok(Admitted {
-        screened,
-        auth,
-        binding,
-    })
-}
-
 /// The markers a message carries (§5.2.1 "Marking").
 struct Markers {
     subject: Option<BlockKind>,
@@ -281,28 +250,6 @@ impl Markers {
         }
         Ok(())
     }
-}
-
-fn header_text(msg: &Message<'_>, h: &mail_parser::Header<'_>) -> String {
-    let raw = msg
-        .raw_message()
-        .get(h.offset_start as usize..h.offset_end as usize)
-        .unwrap_or_default();
-    // Unfold (RFC 5322 §2.2.3) and trim.
-    String::from_utf8_lossy(raw)
-        .replace("\r\n", "")
-        .replace('\n', "")
-        .trim()
-        .to_string()
-}
-
-/// Every instance of a header, unfolded, by case-insensitive name.
-pub(crate) fn header_all(msg: &Message<'_>, name: &str) -> Vec<String> {
-    msg.headers()
-        .iter()
-        .filter(|h| h.name.as_str().eq_ignore_ascii_case(name))
-        .map(|h| header_text(msg, h))
-        .collect()
 }
 
 fn markers(msg: &Message<'_>) -> Result<Markers, Refusal> {
@@ -402,59 +349,9 @@ fn check_auto_submitted(msg: &Message<'_>) -> Result<(), Refusal> {
     }
 }
 
-pub(crate) fn single_from(msg: &Message<'_>) -> Result<Address, Refusal> {
-    if msg
-        .headers()
-        .iter()
-        .filter(|h| h.name == HeaderName::From)
-        .count()
-        != 1
-    {
-        return Err(Refusal::From("not exactly one From header".into()));
-    }
-    let from = msg
-        .from()
-        .ok_or_else(|| Refusal::From("unparseable".into()))?;
-    let mut it = from.iter();
-    let (Some(a), None) = (it.next(), it.next()) else {
-        return Err(Refusal::From("not exactly one mailbox".into()));
-    };
-    let addr = a
-        .address
-        .as_deref()
-        .ok_or_else(|| Refusal::From("no address".into()))?;
-    let parsed = Address::parse(addr).map_err(|e| Refusal::From(e.to_string()))?;
-    if parsed.kind != rdv_proto::AddressKind::Email {
-        return Err(Refusal::From("not an email address".into()));
-    }
-    Ok(parsed)
-}
-
-/// Where the verdicts come from in a deployment.
-pub enum AuthBackend {
-    /// Trusted mode: these authserv-ids only.
-    Trusted(Vec<String>),
-    /// Verify mode, over DNS.
-    Verify(Box<crate::auth::Verifier>),
-}
-
-/// Mail authentication of a screened message (§5.2.1 gate step 2):
-/// verdicts, never a refusal.
-pub async fn authenticate(
-    raw: &[u8],
-    screened: &Screened,
-    session: Option<&crate::auth::SmtpSession>,
-    backend: &AuthBackend,
-) -> AuthVerdicts {
-    match backend {
-        AuthBackend::Trusted(ids) => crate::auth::trusted(raw, ids, &screened.from_domain),
-        AuthBackend::Verify(v) => v.verify(raw, &screened.from_domain, session).await,
-    }
-}
-
 impl Admitted {
-    /// The binding (step 5) of a message whose dedupe and limits were
-    /// checked elsewhere (the store, `store::Store::admit`).
+    /// The binding (step 5) of a message whose dedupe and limits are the
+    /// [`Limiter`]'s.
     pub fn new(screened: Screened, auth: AuthVerdicts) -> Self {
         let binding = auth.binding();
         Self {
@@ -465,22 +362,229 @@ impl Admitted {
     }
 }
 
-/// The whole gate for one message: [`screen`], authentication, [`admit`].
-/// `limits` is locked only for the final, synchronous step.
-pub async fn run(
+/// Dedupe and rate limits (§5.2.1 gate steps 14–15, §5.4), and the queue
+/// where there is one: in memory (`Mutex<Limits>`: `check`, the corpus,
+/// the bench, the fuzz target) or in the store (`limiter::StoreLimiter`,
+/// one transaction with the queueing), behind the one [`Gate::run`].
+/// A refused message records nothing.
+pub trait Limiter: Sync {
+    /// A failure of the limiter itself (the store), never a refusal.
+    type Error: std::fmt::Display + Send;
+
+    /// Refuses a duplicate id or a message over a limit; otherwise records
+    /// the id and the counts and, when the mailbox has an agent, queues
+    /// the message, all at once. The queue's seq when it was queued.
+    fn admit(
+        &self,
+        msg: &Admitted,
+        arrival: &Arrival<'_>,
+        now: Instant,
+    ) -> impl Future<Output = Result<Result<Option<i64>, Refusal>, Self::Error>> + Send;
+
+    /// One echo attempt from `sender`: echoes skip the dedupe (a release is
+    /// idempotent), so cookie guesses count against `limits.per_sender`.
+    fn echo(
+        &self,
+        sender: &Address,
+        now: Instant,
+    ) -> impl Future<Output = Result<Result<(), Refusal>, Self::Error>> + Send;
+
+    /// A forwarding confirmation's `code` for the mailbox's agent
+    /// (`forwarding`), at most `forwarding::PER_DAY` per mailbox; queued
+    /// with its verdicts. The queue's seq when it was queued.
+    fn confirmation(
+        &self,
+        arrival: &Arrival<'_>,
+        code: &str,
+        auth: &AuthVerdicts,
+        now: Instant,
+    ) -> impl Future<Output = Result<Result<Option<i64>, Refusal>, Self::Error>> + Send;
+}
+
+/// Where the verdicts come from in a deployment.
+pub enum AuthBackend {
+    /// Trusted mode: these authserv-ids only.
+    Trusted(Vec<String>),
+    /// Verify mode, over DNS.
+    Verify(Box<crate::auth::Verifier>),
+}
+
+/// How a message arrived, beyond its mailbox.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Via<'a> {
+    /// The SMTP session it came in (verify mode checks SPF against it).
+    pub session: Option<&'a SmtpSession>,
+    /// Pushed over HTTP (`POST /v1/inbound`): in verify mode without a
+    /// session, SPF's session is the topmost `Received` hop by a
+    /// `trusted_received_by` host (`received`).
+    pub pushed: bool,
+    /// By SMTP at the mailbox's gateway address: an unmarked message may
+    /// be the provider's forwarding confirmation (`forwarding`).
+    pub gateway_address: bool,
+}
+
+/// What passed the gate.
+#[derive(Debug)]
+pub enum Passed {
+    /// A marked message (an echo too: its cookie is the caller's to
+    /// check), with its queue seq when the limiter queued it.
+    Message {
+        admitted: Box<Admitted>,
+        seq: Option<i64>,
+    },
+    /// A forwarding confirmation's code, queued (`forwarding`).
+    Confirmation { seq: Option<i64> },
+}
+
+/// The gate (§5.2.1), assembled once: every caller (`POST /v1/inbound`,
+/// the SMTP listener, forwarding confirmations, `check`, the corpus, the
+/// bench, the fuzz target) runs [`Gate::run`]; only the [`Limiter`]
+/// differs.
+pub struct Gate<'a, L> {
+    pub backend: &'a AuthBackend,
+    pub limiter: &'a L,
+    /// `dev_allow_ws_relays` (local testing only).
+    pub allow_ws: bool,
+    /// `trusted_received_by` (see [`Via::pushed`]).
+    pub trusted_received_by: &'a [String],
+}
+
+impl<'a, L: Limiter> Gate<'a, L> {
+    /// The gate over `backend` and `limiter`, with the switches off.
+    pub fn new(backend: &'a AuthBackend, limiter: &'a L) -> Self {
+        Self {
+            backend,
+            limiter,
+            allow_ws: false,
+            trusted_received_by: &[],
+        }
+    }
+
+    /// The whole gate for one message: the size bound, one parse of the
+    /// headers (`headers::parse`, bounded first) that every later step reads, [`screen`],
+    /// authentication, then the [`Limiter`]. A refusal is the inner `Err`;
+    /// the outer one is the limiter's own failure.
+    pub async fn run(
+        &self,
+        raw: &[u8],
+        arrival: &Arrival<'_>,
+        via: Via<'_>,
+        now: Instant,
+    ) -> Result<Result<Passed, Refusal>, L::Error> {
+        let msg = match headers::parse(raw, arrival.max_bytes) {
+            Ok(m) => m,
+            Err(r) => return Ok(Err(r)),
+        };
+        let screened = match screen(raw, &msg, arrival, now, self.allow_ws) {
+            Ok(s) => s,
+            Err(Refusal::NoMarker) if via.gateway_address => {
+                return self.confirmation(raw, &msg, arrival, via, now).await;
+            }
+            Err(r) => return Ok(Err(r)),
+        };
+        let hop = match self.backend {
+            AuthBackend::Verify(_) if via.pushed && via.session.is_none() => {
+                crate::received::session(&msg, self.trusted_received_by)
+            }
+            _ => None,
+        };
+        let mut auth = self
+            .authenticate(
+                raw,
+                &msg,
+                &screened.from_domain,
+                via.session.or(hop.as_ref()),
+            )
+            .await;
+        if hop.is_some() && auth.spf_source == Some(SpfSource::Session) {
+            auth.spf_source = Some(SpfSource::Received);
+        }
+        let admitted = Admitted::new(screened, auth);
+        let seq = if admitted.screened.kind == BlockKind::ProbeEcho {
+            if let Err(r) = self.limiter.echo(&admitted.screened.sender, now).await? {
+                return Ok(Err(r));
+            }
+            None
+        } else {
+            match self.limiter.admit(&admitted, arrival, now).await? {
+                Ok(seq) => seq,
+                Err(r) => return Ok(Err(r)),
+            }
+        };
+        Ok(Ok(Passed::Message {
+            admitted: Box::new(admitted),
+            seq,
+        }))
+    }
+
+    /// An unmarked message at a gateway address: a forwarding confirmation
+    /// for the mailbox's agent, or refused (`forwarding`).
+    async fn confirmation(
+        &self,
+        raw: &[u8],
+        msg: &Message<'_>,
+        arrival: &Arrival<'_>,
+        via: Via<'_>,
+        now: Instant,
+    ) -> Result<Result<Passed, Refusal>, L::Error> {
+        if arrival.agent.is_none() {
+            return Ok(Err(Refusal::NotForMailbox));
+        }
+        let code = match crate::forwarding::screen(msg, arrival.mailbox.canon()) {
+            Ok(c) => c,
+            Err(r) => return Ok(Err(r)),
+        };
+        let auth = self
+            .authenticate(raw, msg, crate::forwarding::GMAIL_DKIM_DOMAIN, via.session)
+            .await;
+        if !crate::forwarding::dkim_aligned(&auth) {
+            return Ok(Err(Refusal::ForwardingUnverified));
+        }
+        Ok(self
+            .limiter
+            .confirmation(arrival, &code, &auth, now)
+            .await?
+            .map(|seq| Passed::Confirmation { seq }))
+    }
+
+    /// Mail authentication (§5.2.1 gate step 13): verdicts, never a
+    /// refusal. Trusted mode reads the parsed headers; verify mode hands
+    /// the bounded bytes to `mail-auth` (DKIM needs the body).
+    async fn authenticate(
+        &self,
+        raw: &[u8],
+        msg: &Message<'_>,
+        from_domain: &str,
+        session: Option<&SmtpSession>,
+    ) -> AuthVerdicts {
+        match self.backend {
+            AuthBackend::Trusted(ids) => crate::auth::trusted(msg, ids, from_domain),
+            AuthBackend::Verify(v) => v.verify(raw, from_domain, session).await,
+        }
+    }
+}
+
+/// The gate with an in-memory limiter (`check`, the corpus, the bench):
+/// [`Gate::run`] of a marked message, its outcome as admitted or refused.
+pub async fn run<L: Limiter<Error = std::convert::Infallible>>(
     raw: &[u8],
     arrival: &Arrival<'_>,
-    session: Option<&crate::auth::SmtpSession>,
+    session: Option<&SmtpSession>,
     backend: &AuthBackend,
-    limits: &std::sync::Mutex<Limits>,
+    limits: &L,
     now: Instant,
 ) -> Result<Admitted, Refusal> {
-    let screened = screen(raw, arrival, now)?;
-    let auth = authenticate(raw, &screened, session, backend).await;
-    let mut guard = limits
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    admit(screened, auth, arrival, &mut guard, now)
+    let via = Via {
+        session,
+        ..Via::default()
+    };
+    match Gate::new(backend, limits).run(raw, arrival, via, now).await {
+        Ok(Ok(Passed::Message { admitted, .. })) => Ok(*admitted),
+        // Only a gateway address takes forwarding confirmations.
+        Ok(Ok(Passed::Confirmation { .. })) => Err(Refusal::NoMarker),
+        Ok(Err(r)) => Err(r),
+        Err(never) => match never {},
+    }
 }
 
 /// The gate's outcome as JSON, for the API and the `check` command: kind,

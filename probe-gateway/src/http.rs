@@ -16,7 +16,6 @@
 //! secret: handlers log outcomes and codes only.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -26,11 +25,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use rdv_proto::encoding::base32;
 use rdv_proto::time::{format_time, from_unix};
 use rdv_proto::{Address, AgentId};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -39,180 +37,18 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use utoipa::OpenApi;
 
-use crate::address_key::AddressKey;
-use crate::clock::{Clock, Entropy};
-use crate::config::Config;
-use crate::cookie::CookieKeys;
-use crate::delivery::log_inbound;
-pub use crate::delivery::{Delivered, Delivery};
+pub use crate::api_refusal::{ApiRefusal, ErrorBody};
 use crate::extract::{Enrolling, SignedAgent};
-use crate::gate::{self, AuthBackend};
-use crate::mailer::{OutboundMail, code_message};
-use crate::signed::{AUTH_HEADER, AuthRefusal};
-use crate::store::{CodeOutcome, Store, StoredProbe};
-use crate::verdict::Refusal as GateRefusal;
+use crate::gate;
+use crate::mailer::code_message;
+use crate::signed::AUTH_HEADER;
+pub use crate::state::{AppState, Deps};
+use crate::store::{CodeOutcome, StoredProbe};
+use crate::verdict::{Delivery, Refusal as GateRefusal};
+use rdv_gateway_client::wire::{RegisterBody, VerifyBody};
 
 /// Prefix of integration tokens: `rdvgw1.<token id>.<secret>`.
 pub const TOKEN_PREFIX: &str = "rdvgw1.";
-
-/// Everything a handler needs; cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) cfg: Config,
-    pub(crate) store: Store,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) entropy: Arc<dyn Entropy>,
-    pub(crate) mailer: Arc<dyn OutboundMail>,
-    pub(crate) backend: AuthBackend,
-    pub(crate) cookies: CookieKeys,
-    /// Keys stored addresses and opt-out tokens (`address_key_file`);
-    /// none when the file could not be read ([`AppState::try_new`] refuses).
-    pub(crate) address_key: Option<AddressKey>,
-    /// Agent ids with new messages, for the SSE streams.
-    pub(crate) notify: broadcast::Sender<String>,
-    metrics: Option<PrometheusHandle>,
-}
-
-/// What the service is built from; time, randomness, mail and DNS
-/// (inside `backend`) are injected.
-pub struct Deps {
-    pub store: Store,
-    pub clock: Arc<dyn Clock>,
-    pub entropy: Arc<dyn Entropy>,
-    pub mailer: Arc<dyn OutboundMail>,
-    pub backend: AuthBackend,
-    pub cookies: CookieKeys,
-}
-
-impl AppState {
-    /// The state of `cfg`, reading the address key file (created when
-    /// absent); an unreadable key is an error.
-    pub fn try_new(cfg: Config, d: Deps) -> Result<Self, crate::Error> {
-        let key = crate::server::load_address_key(&cfg, d.entropy.as_ref())?;
-        Ok(Self::build(cfg, d, Some(key)))
-    }
-
-    /// [`AppState::try_new`] that logs an unreadable address key instead;
-    /// the flows that need it then answer 500 `internal`.
-    pub fn new(cfg: Config, d: Deps) -> Self {
-        let key = match crate::server::load_address_key(&cfg, d.entropy.as_ref()) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                tracing::error!(error = %e, "address key unavailable");
-                None
-            }
-        };
-        Self::build(cfg, d, key)
-    }
-
-    fn build(cfg: Config, d: Deps, address_key: Option<AddressKey>) -> Self {
-        let (notify, _) = broadcast::channel(256);
-        Self {
-            inner: Arc::new(Inner {
-                cfg,
-                store: d.store,
-                clock: d.clock,
-                entropy: d.entropy,
-                mailer: d.mailer,
-                backend: d.backend,
-                cookies: d.cookies,
-                address_key,
-                notify,
-                metrics: metrics_handle(),
-            }),
-        }
-    }
-
-    pub fn store(&self) -> &Store {
-        &self.inner.store
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.inner.cfg
-    }
-
-    pub fn now(&self) -> time::OffsetDateTime {
-        self.inner.clock.now()
-    }
-}
-
-/// The process-wide Prometheus recorder (installed once).
-fn metrics_handle() -> Option<PrometheusHandle> {
-    static H: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
-    H.get_or_init(|| PrometheusBuilder::new().install_recorder().ok())
-        .clone()
-}
-
-/// The error body of every refusal.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    pub error: String,
-    pub message: String,
-}
-
-/// A refusal of an API request: status, stable code, message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiRefusal {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    /// Seconds until a limit lets the request through (a `retry_after`
-    /// member and a Retry-After header).
-    pub retry_after: Option<i64>,
-}
-
-impl ApiRefusal {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %e, "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error",
-        )
-    }
-}
-
-impl From<AuthRefusal> for ApiRefusal {
-    fn from(r: AuthRefusal) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, r.code(), r.to_string())
-    }
-}
-
-impl IntoResponse for ApiRefusal {
-    fn into_response(self) -> Response {
-        metrics::counter!("rdv_gateway_refusals_total", "code" => self.code).increment(1);
-        if let Some(secs) = self.retry_after {
-            let body = json!({"error": self.code, "message": self.message, "retry_after": secs});
-            return (
-                self.status,
-                [(header::RETRY_AFTER, secs.to_string())],
-                Json(body),
-            )
-                .into_response();
-        }
-        (
-            self.status,
-            Json(ErrorBody {
-                error: self.code.into(),
-                message: self.message,
-            }),
-        )
-            .into_response()
-    }
-}
 
 /// The router.
 pub fn app(state: AppState) -> Router {
@@ -342,8 +178,7 @@ async fn inbound(State(s): State<AppState>, headers: HeaderMap, body: Body) -> R
     let raw = match read_mail(&headers, body, s.inner.cfg.max_mail_bytes).await {
         Ok(raw) => raw,
         Err(MailBody::TooLarge { drained }) => {
-            let refused = Err(Delivery::Refused(GateRefusal::TooLarge));
-            log_inbound(&refused, false);
+            s.inbound_too_large();
             let mut r = gate_refusal(&GateRefusal::TooLarge);
             if !drained {
                 // The rest of the body is still coming: this answer ends
@@ -433,19 +268,6 @@ async fn read_mail(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes,
         return Err(MailBody::TooLarge { drained: true });
     }
     Ok(Bytes::from(kept))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct RegisterBody {
-    mailbox: String,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct VerifyBody {
-    mailbox: String,
-    code: String,
 }
 
 pub(crate) fn email(mailbox: &str) -> Result<Address, ApiRefusal> {

@@ -56,6 +56,9 @@ pub struct Limits {
     /// (kind, id) → when it was admitted.
     seen: HashMap<(String, String), i64>,
     windows: HashMap<(LimitScope, String), VecDeque<i64>>,
+    /// Other sliding windows (echo attempts, forwarding confirmations):
+    /// (scope, key) → (window, times).
+    events: HashMap<(String, String), (i64, VecDeque<i64>)>,
     ops: u64,
 }
 
@@ -114,7 +117,37 @@ impl Limits {
         Ok(())
     }
 
+    /// One echo attempt from `sender` (echoes are not deduped: a release
+    /// is idempotent), counted against `per_sender`.
+    pub fn echo(&mut self, sender: &str, now: Instant) -> Result<(), Refusal> {
+        if self.take("echo", sender, self.cfg.per_sender, now) {
+            Ok(())
+        } else {
+            Err(Refusal::RateLimited(LimitScope::Sender))
+        }
+    }
+
+    /// Counts one event in the window (`scope`, `key`) when it is under
+    /// `rate`; false (nothing counted) when it is full.
+    pub fn take(&mut self, scope: &str, key: &str, rate: Rate, now: Instant) -> bool {
+        let t = now.unix_timestamp();
+        let (_, w) = self
+            .events
+            .entry((scope.to_string(), key.to_string()))
+            .or_insert((rate.window_secs, VecDeque::new()));
+        while w.front().is_some_and(|&s| t - s >= rate.window_secs) {
+            w.pop_front();
+        }
+        if w.len() >= rate.max as usize {
+            return false;
+        }
+        w.push_back(t);
+        true
+    }
+
     fn prune(&mut self, t: i64) {
+        self.events
+            .retain(|_, (win, w)| w.back().is_some_and(|&s| t - s < *win));
         self.seen.retain(|_, &mut at| t - at < PROBE_LIFETIME_SECS);
         let cfg = self.cfg;
         self.windows.retain(|(scope, _), w| {
@@ -197,5 +230,20 @@ mod tests {
         // The window slides.
         let later = t0 + time::Duration::seconds(3600);
         l.admit("probe", "9", "s9@x", "r9", "m", later).unwrap();
+    }
+
+    #[test]
+    fn echoes_count_per_sender_without_dedupe() {
+        let t0 = datetime!(2026-10-08 00:00 UTC);
+        let mut l = Limits::new(small());
+        l.echo("s@x", t0).unwrap();
+        l.echo("s@x", t0).unwrap();
+        assert_eq!(
+            l.echo("s@x", t0),
+            Err(Refusal::RateLimited(LimitScope::Sender))
+        );
+        l.echo("t@x", t0).unwrap();
+        let later = t0 + time::Duration::seconds(3600);
+        l.echo("s@x", later).unwrap();
     }
 }

@@ -11,7 +11,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use mail_parser::MessageParser;
+use mail_parser::Message;
 
 use crate::auth::SmtpSession;
 
@@ -23,13 +23,12 @@ pub const MAX_RETURN_PATH_BYTES: usize = 600;
 const MAX_DOMAIN: usize = 255;
 
 /// The SMTP session of the hop that wrote the topmost `Received:` of
-/// `raw`, when that hop is one of `trusted_by` (case-insensitive) and the
+/// the parsed message, when that hop is one of `trusted_by` (case-insensitive) and the
 /// trace field and `Return-Path:` parse strictly. `None` otherwise.
-pub fn session(raw: &[u8], trusted_by: &[String]) -> Option<SmtpSession> {
+pub fn session(msg: &Message<'_>, trusted_by: &[String]) -> Option<SmtpSession> {
     if trusted_by.is_empty() {
         return None;
     }
-    let msg = MessageParser::default().parse_headers(raw)?;
     let value = |h: &mail_parser::Header<'_>, max: usize| -> Option<String> {
         let bytes = msg
             .raw_message()
@@ -222,6 +221,12 @@ pub fn parse_return_path(value: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn headers(raw: &[u8]) -> Message<'_> {
+        mail_parser::MessageParser::default()
+            .parse_headers(raw)
+            .unwrap()
+    }
+
     fn trusted() -> Vec<String> {
         vec!["mx.example.org".into()]
     }
@@ -318,12 +323,12 @@ mod tests {
         let raw = mail(
             "Return-Path: <bounce@sender.test>\r\nReceived: from mail.sender.test\r\n\t(mail.sender.test [192.0.2.1])\r\n        by mx.example.org (Postfix) with ESMTPS id 4Xyz\r\n\tfor <b@example.org>; Thu, 8 Oct 2026 11:00:00 +0000\r\n",
         );
-        let s = session(&raw, &trusted()).unwrap();
+        let s = session(&headers(&raw), &trusted()).unwrap();
         assert_eq!(s.client_ip, "192.0.2.1".parse::<IpAddr>().unwrap());
         assert_eq!(s.helo, "mail.sender.test");
         assert_eq!(s.mail_from, "bounce@sender.test");
         // The trusted name matches case-insensitively, a root dot aside.
-        assert!(session(&raw, &["MX.Example.Org.".to_string()]).is_some());
+        assert!(session(&headers(&raw), &["MX.Example.Org.".to_string()]).is_some());
     }
 
     #[test]
@@ -332,13 +337,13 @@ mod tests {
         let raw = mail(&format!(
             "Return-Path: <bounce@sender.test>\r\nReceived: from h.test (h.test [192.0.2.1]) by mx.example.org (\r\n\t{pad}); x\r\n"
         ));
-        assert!(session(&raw, &trusted()).is_none());
+        assert!(session(&headers(&raw), &trusted()).is_none());
         assert!(parse_received(&format!("{POSTFIX} {pad}")).is_none());
         // The same header within the bound is read.
         let raw = mail(&format!(
             "Return-Path: <bounce@sender.test>\r\nReceived: {POSTFIX}\r\n"
         ));
-        assert!(session(&raw, &trusted()).is_some());
+        assert!(session(&headers(&raw), &trusted()).is_some());
     }
 
     #[test]
@@ -347,12 +352,12 @@ mod tests {
         let raw = mail(&format!(
             "Return-Path: <bounce@sender.test>\r\nReceived: from mx.example.org (mx.example.org [10.0.0.1]) by imap.example.org with LMTP; x\r\nReceived: {POSTFIX}\r\n"
         ));
-        assert!(session(&raw, &trusted()).is_none());
+        assert!(session(&headers(&raw), &trusted()).is_none());
         // A malformed topmost one is not skipped either.
         let raw = mail(&format!(
             "Return-Path: <bounce@sender.test>\r\nReceived: garbage\r\nReceived: {POSTFIX}\r\n"
         ));
-        assert!(session(&raw, &trusted()).is_none());
+        assert!(session(&headers(&raw), &trusted()).is_none());
     }
 
     #[test]
@@ -362,7 +367,7 @@ mod tests {
         let raw = mail(
             "Return-Path: <bounce@sender.test>\r\nReceived: from evil.test (evil.test [203.0.113.9]) by mx.example.org (Postfix); x\r\nReceived: from mail.sender.test (mail.sender.test [192.0.2.1]) by mx.example.org; x\r\n",
         );
-        let s = session(&raw, &trusted()).unwrap();
+        let s = session(&headers(&raw), &trusted()).unwrap();
         assert_eq!(s.client_ip, "203.0.113.9".parse::<IpAddr>().unwrap());
         assert_eq!(s.helo, "evil.test");
     }
@@ -372,12 +377,16 @@ mod tests {
         let raw = mail(&format!(
             "Return-Path: <bounce@sender.test>\r\nReceived: {POSTFIX}\r\n"
         ));
-        assert!(session(&raw, &[]).is_none());
-        assert!(session(&raw, &["mx.other.org".to_string()]).is_none());
+        assert!(session(&headers(&raw), &[]).is_none());
+        assert!(session(&headers(&raw), &["mx.other.org".to_string()]).is_none());
         // No Received at all.
-        assert!(session(&mail("Return-Path: <a@sender.test>\r\n"), &trusted()).is_none());
+        let raw = mail("Return-Path: <a@sender.test>\r\n");
+        assert!(session(&headers(&raw), &trusted()).is_none());
         // Return-Path: exactly one, strictly shaped; `<>` is the null path.
-        let with = |rp: &str| session(&mail(&format!("{rp}Received: {POSTFIX}\r\n")), &trusted());
+        let with = |rp: &str| {
+            let raw = mail(&format!("{rp}Received: {POSTFIX}\r\n"));
+            session(&headers(&raw), &trusted())
+        };
         assert_eq!(with("Return-Path: <>\r\n").unwrap().mail_from, "");
         for rp in [
             "",

@@ -1,7 +1,6 @@
 //! Binding, serving, the purge task and graceful shutdown.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,14 +8,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::address_key::AddressKey;
 use crate::auth::{Verifier, VerifyConfig};
 use crate::clock::{Clock, Entropy, OsEntropy};
 use crate::config::Config;
-use crate::cookie::{CookieKeys, MasterSecret};
+use crate::cookie::CookieKeys;
 use crate::error::Error;
 use crate::gate::AuthBackend;
-use crate::http::{AppState, Deps, app};
+use crate::http::app;
+pub use crate::secret_files::{load_address_key, load_secret};
+use crate::state::{AppState, Deps};
 use crate::store::Store;
 
 /// A running gateway.
@@ -106,50 +106,6 @@ pub async fn start(cfg: Config, deps: Deps) -> Result<Running, Error> {
         task,
         smtp_task,
     })
-}
-
-/// Reads a hex master secret file; creates one (mode 0600) when `create`
-/// and the file is absent. The secret is never printed or logged.
-pub fn load_secret(
-    path: &Path,
-    create: bool,
-    entropy: &dyn Entropy,
-) -> Result<MasterSecret, Error> {
-    MasterSecret::from_hex(&read_hex_file(path, create, entropy, "master secret")?)
-}
-
-/// Reads the address key file (`address_key_file`), creating it (mode
-/// 0600) on first start, exactly like the master secret. Never rotated.
-pub fn load_address_key(cfg: &Config, entropy: &dyn Entropy) -> Result<AddressKey, Error> {
-    let path = cfg.address_key_path();
-    AddressKey::from_hex(&read_hex_file(&path, true, entropy, "address key")?)
-        .map_err(|e| Error::Config(format!("address_key_file {}: {e}", path.display())))
-}
-
-/// A secret file's text; with `create`, an absent file is first written
-/// with 32 random bytes as hex (mode 0600). Errors name the file only.
-fn read_hex_file(
-    path: &Path,
-    create: bool,
-    entropy: &dyn Entropy,
-    what: &str,
-) -> Result<String, Error> {
-    if !path.exists() && create {
-        use std::io::Write;
-        let mut b = [0u8; 32];
-        entropy.fill(&mut b);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-        writeln!(opts.open(path)?, "{}", hex::encode(b))?;
-        tracing::info!(path = %path.display(), "created the {what} file");
-    }
-    std::fs::read_to_string(path)
-        .map_err(|e| Error::Config(format!("{what} {}: {e}", path.display())))
 }
 
 /// The cookie keys of a configuration (current and, after a rotation, the

@@ -35,7 +35,7 @@ use crate::auth::SmtpSession;
 use crate::config::{Config, SmtpRefusals, UnknownRecipients};
 use crate::delivery::Delivery;
 use crate::error::Error;
-use crate::http::AppState;
+use crate::state::AppState;
 use crate::verdict::Refusal;
 
 /// Longest command line, CRLF included (RFC 5321 §4.5.3.1.4 says 512; MAIL
@@ -213,7 +213,8 @@ struct Envelope {
 #[derive(Clone)]
 enum Rcpt {
     Known(Recipient),
-    Nobody,
+    /// No agent: the address, when it is an email address.
+    Nobody(Option<rdv_proto::Address>),
 }
 
 struct Session<'a> {
@@ -358,7 +359,8 @@ impl Session<'_> {
                             }
                             Ok(None) if self.bounds.unknown == UnknownRecipients::Accept => {
                                 // §5.2.1 "Silence": answered as a known one.
-                                e.rcpt = Some(Rcpt::Nobody);
+                                e.rcpt =
+                                    Some(Rcpt::Nobody(rdv_proto::Address::parse(&to.address).ok()));
                                 self.reply("250 2.1.5 OK").await?;
                             }
                             Ok(None) => {
@@ -405,11 +407,23 @@ impl Session<'_> {
                             self.reply("552 5.3.4 Message size exceeds fixed maximum message size")
                                 .await?;
                         }
-                        Ok(Data::Complete) if matches!(rcpt, Rcpt::Nobody) => {
-                            // No agent behind it: dropped, answered as an
-                            // admitted message is.
+                        Ok(Data::Complete) if matches!(rcpt, Rcpt::Nobody(_)) => {
+                            // No agent behind it: the gate and its limits
+                            // run as for a registered mailbox (a flooding
+                            // sender meets the same 451), nothing is
+                            // queued, and the answer is an admitted one's.
+                            let out = match &rcpt {
+                                Rcpt::Nobody(Some(addr)) => {
+                                    let session = SmtpSession {
+                                        client_ip: self.client_ip,
+                                        helo: helo.clone().unwrap_or_default(),
+                                        mail_from,
+                                    };
+                                    self.state.deliver_nowhere(addr, &raw, Some(&session)).await
+                                }
+                                _ => Err(Delivery::Refused(Refusal::NotForMailbox)),
+                            };
                             drop(raw);
-                            let out = Err(Delivery::Refused(Refusal::NotForMailbox));
                             let r = data_reply(&out, self.bounds.refusals, self.bounds.unknown);
                             self.reply(&r).await?;
                         }

@@ -26,6 +26,18 @@ pub enum StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// What the gate's dedupe and windows key an admitted message by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub kind: String,
+    pub id: String,
+    /// canon(From).
+    pub sender: String,
+    pub requester: String,
+    /// The receiving mailbox, canonical (registered or not).
+    pub mailbox: String,
+}
+
 /// A message the gate admitted, as queued for the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewProbe {
@@ -327,15 +339,17 @@ impl Store {
         )
     }
 
-    /// Dedupe and rate limits (§5.2.1 gate step 3), then queues the probe,
-    /// in one transaction: a refused message records nothing. Returns the
-    /// probe's sequence number, or the refusal.
+    /// Dedupe and rate limits (§5.2.1 gate steps 14–15) of `p`, then queues
+    /// `item` when there is one (a mailbox with no agent has none), in one
+    /// transaction: a refused message records nothing. Returns the item's
+    /// sequence number, or the refusal.
     pub async fn admit(
         &self,
-        p: &NewProbe,
+        p: &Admission,
+        item: Option<&NewProbe>,
         limits: &LimitConfig,
         now: i64,
-    ) -> Result<Result<i64, Refusal>> {
+    ) -> Result<Result<Option<i64>, Refusal>> {
         let mut tx = self.pool.begin().await?;
         // Claim the id: new, or its earlier admission is past one lifetime.
         let fresh = sqlx::query(
@@ -380,7 +394,10 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        let seq = insert_item(&mut tx, p, now).await?;
+        let seq = match item {
+            Some(item) => Some(insert_item(&mut tx, item, now).await?),
+            None => None,
+        };
         tx.commit().await?;
         Ok(Ok(seq))
     }

@@ -205,3 +205,12 @@ impl std::fmt::Display for LimitScope {
         })
     }
 }
+
+/// Why a message was not delivered (`delivery`, `flows::echo_by_mail`).
+#[derive(Debug)]
+pub enum Delivery {
+    /// The gate (or the store's dedupe and limits) refused it: data.
+    Refused(Refusal),
+    /// The store failed; the message may be retried.
+    Internal(String),
+}

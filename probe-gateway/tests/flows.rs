@@ -1757,6 +1757,33 @@ async fn openapi_lists_the_flows() {
     ] {
         assert!(v["paths"].get(p).is_some(), "{p}");
     }
+    // Every schema a body refers to (the shared `rdv_gateway_client::wire`
+    // types) is in the document.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    refs(&v, &mut found);
+    assert!(
+        found.iter().any(|r| r.ends_with("/InviteStatusBody")),
+        "{found:?}"
+    );
+    for r in found {
+        let name = r.trim_start_matches("#/components/schemas/");
+        assert!(
+            v["components"]["schemas"].get(name).is_some(),
+            "{r} dangles"
+        );
+    }
     env.teardown().await;
 }
 

@@ -359,6 +359,64 @@ async fn unknown_recipients_are_answered_alike(b: Backend) {
     env.teardown().await;
 }
 
+both!(a_flooding_sender_meets_the_same_limit_anywhere);
+/// §5.2.1 "Silence", §9: a sender over `limits.per_sender` gets the same
+/// `451` whether the mailbox has an agent or not (mail for nobody runs the
+/// gate and counts against the limits, and is never queued), so flooding
+/// an address tells nothing about it. Each sender floods one address.
+async fn a_flooding_sender_meets_the_same_limit_anywhere(b: Backend) {
+    let mut env = Env::new(b, |c| c.limits.per_sender.max = 2).await;
+    env.enroll(&recipient_agent(), MAILBOX).await;
+    let (addr, stop) = listen(&env).await;
+    let flood = |env: &Env, to: &str, from: &str, ids: [&str; 3]| {
+        let mut steps = vec![json!(["ehlo", "x.test"])];
+        for (i, id) in ids.into_iter().enumerate() {
+            let raw = probe_mail(id, to, from, TS, TransferEncoding::Base64);
+            let file = write_mail(env, &format!("{to}-{i}.eml"), &raw);
+            steps.push(json!(["cmd", format!("MAIL FROM:<{from}>")]));
+            steps.push(json!(["cmd", format!("RCPT TO:<{to}>")]));
+            steps.push(json!(["data_file", file]));
+        }
+        Value::Array(steps)
+    };
+    let known = client(addr, flood(&env, MAILBOX, SENDER, [ID, ID2, ID3])).await;
+    let unknown = client(
+        addr,
+        flood(
+            &env,
+            "jane@doe.test",
+            "bob@sender.test",
+            [
+                "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c04",
+                "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c05",
+                "1b5e7c1a-2d3f-4a5b-8c6d-7e8f9a0b1c06",
+            ],
+        ),
+    )
+    .await;
+    let replies = |r: &[Value]| -> Vec<(i64, Value)> {
+        r[1..].iter().map(|s| (code(s), s[1].clone())).collect()
+    };
+    assert_eq!(
+        replies(&known),
+        replies(&unknown),
+        "{known:?} / {unknown:?}"
+    );
+    let data: Vec<(i64, Value)> = replies(&unknown).into_iter().skip(2).step_by(3).collect();
+    assert_eq!(
+        data,
+        vec![
+            (250, json!("2.0.0 OK")),
+            (250, json!("2.0.0 OK")),
+            (451, json!("4.7.1 Refused: rate_limited, try again later")),
+        ]
+    );
+    // Only the registered mailbox's two admitted probes were queued.
+    assert_eq!(inbox(&mut env).await.len(), 2);
+    let _ = stop.send(true);
+    env.teardown().await;
+}
+
 both!(oversize_data_is_refused_552);
 async fn oversize_data_is_refused_552(b: Backend) {
     let mut env = Env::new(b, |c| c.max_mail_bytes = 16 * 1024).await;

@@ -169,6 +169,7 @@ impl GatewayClient {
             to: email(to)?,
             request: request.clone(),
             from_mailbox: from_mailbox.map(email).transpose()?,
+            from_name: None,
         };
         self.post("/v1/send/probe", &body)
     }
@@ -179,8 +180,9 @@ impl GatewayClient {
         self.post(
             "/v1/send/syn-ack",
             &SynAckBody {
-                seq,
+                seq: wire_seq(seq)?,
                 grant: grant.clone(),
+                from_name: None,
             },
         )
     }
@@ -191,7 +193,7 @@ impl GatewayClient {
         self.post(
             "/v1/ack",
             &AckBody {
-                seq,
+                seq: wire_seq(seq)?,
                 cookie: token_text("cookie", cookie)?,
             },
         )
@@ -203,8 +205,9 @@ impl GatewayClient {
         self.post(
             "/v1/send/ack",
             &SendAckBody {
-                seq,
+                seq: wire_seq(seq)?,
                 echo: echo.clone(),
+                from_name: None,
             },
         )
     }
@@ -231,6 +234,7 @@ impl GatewayClient {
             source: source.trim().to_string(),
             from_mailbox: from_mailbox.map(email).transpose()?,
             note: note.map(str::to_string),
+            from_name: None,
         };
         self.post("/v1/send/invite", &body)
     }
@@ -331,6 +335,12 @@ fn token_text(what: &str, s: &str) -> Result<String> {
 }
 
 /// A success, or the refusal the gateway answered with.
+/// An inbox seq as the request bodies carry it (the gateway's sequence
+/// is a signed 64-bit integer).
+fn wire_seq(seq: u64) -> Result<i64> {
+    i64::try_from(seq).map_err(|_| Error::Input("seq out of range".into()))
+}
+
 fn answer(res: std::result::Result<ureq::Response, ureq::Error>) -> Result<ureq::Response> {
     match res {
         Ok(r) => Ok(r),

@@ -5,14 +5,18 @@
 //!
 //! `signed` builds the `X-Rdv-Auth` header (pure, with an injected clock
 //! and randomness), `wire` holds the JSON bodies, `sse` reads the inbox
-//! stream, `client` is the blocking HTTP client over them.
+//! stream, `client` (feature `http`, default) is the blocking HTTP client
+//! over them. The gateway shares `wire` (without `http`, with `openapi`):
+//! the request bodies are parsed by the very types that write them.
 
+#[cfg(feature = "http")]
 pub mod client;
 pub mod error;
 pub mod signed;
 pub mod sse;
 pub mod wire;
 
+#[cfg(feature = "http")]
 pub use client::{EventStream, GatewayClient, inbound_with};
 pub use error::{Error, Result};
 pub use wire::{

@@ -1,6 +1,8 @@
 //! The JSON bodies of the gateway API (docs/probe-gateway.md "HTTP API").
 //!
-//! Request bodies are this client's own shape: strict both ways. Answers
+//! Request bodies are shared with the gateway, which parses them with
+//! these types (feature `openapi` adds their schemas): strict both ways
+//! (`deny_unknown_fields`), and what the gateway documents. Answers
 //! come from a gateway that may be newer than this client, so an unknown
 //! member is kept (`extra`) rather than refused, while every known member
 //! is typed and a wrong type is refused.
@@ -13,6 +15,7 @@ use serde_json::Value;
 /// `POST /v1/register`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegisterBody {
     pub mailbox: String,
 }
@@ -20,6 +23,7 @@ pub struct RegisterBody {
 /// `POST /v1/verify`. Holds the proof code: `Debug` hides it.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VerifyBody {
     pub mailbox: String,
     pub code: String,
@@ -37,27 +41,38 @@ impl std::fmt::Debug for VerifyBody {
 /// mails as a probe (§5.2.1) to `to`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SendProbeBody {
     pub to: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub request: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_mailbox: Option<String>,
+    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_name: Option<String>,
 }
 
 /// `POST /v1/send/syn-ack`: the signed grant answering the probe at `seq`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SynAckBody {
-    pub seq: u64,
+    pub seq: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub grant: Value,
+    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_name: Option<String>,
 }
 
 /// `POST /v1/ack`: the probed side releases the probe at `seq` with the
 /// cookie the requester echoed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AckBody {
-    pub seq: u64,
+    pub seq: i64,
     pub cookie: String,
 }
 
@@ -65,16 +80,23 @@ pub struct AckBody {
 /// SYN-ACK at `seq`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SendAckBody {
-    pub seq: u64,
+    pub seq: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub echo: Value,
+    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_name: Option<String>,
 }
 
 /// `POST /v1/send/invite`: the signed `rdv/invite` (§5.2.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SendInviteBody {
     pub to: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub invite: Value,
     /// Where the owner got the address (§5.2.2): the gateway states it in
     /// every invite, whatever the note says.
@@ -83,11 +105,15 @@ pub struct SendInviteBody {
     pub from_mailbox: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The owner's name: the From shows `"<from_name>'s agent" <address>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_name: Option<String>,
 }
 
 /// The owner's answer to an invite (§5.2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum InviteAnswer {
     Accepted,
     Declined,
@@ -108,6 +134,7 @@ impl std::str::FromStr for InviteAnswer {
 /// `POST /v1/invites/{id}/status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InviteStatusBody {
     pub status: InviteAnswer,
 }
@@ -363,6 +390,57 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The request bodies are what the gateway parses (it shares these
+    /// types): the documented members only, optional ones left out when
+    /// unset, anything else refused.
+    #[test]
+    fn request_bodies_are_the_documented_json() {
+        let probe = SendProbeBody {
+            to: "jane@doe.test".into(),
+            request: json!({"type": "rdv/request"}),
+            from_mailbox: None,
+            from_name: Some("Ann".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&probe).unwrap(),
+            json!({"to": "jane@doe.test", "request": {"type": "rdv/request"}, "from_name": "Ann"})
+        );
+        let back: SendProbeBody = serde_json::from_value(json!({
+            "to": "jane@doe.test", "request": {}, "from_mailbox": null
+        }))
+        .unwrap();
+        assert_eq!((back.from_mailbox, back.from_name), (None, None));
+        for bad in [
+            json!({"to": "jane@doe.test", "request": {}, "cc": "x@y.test"}),
+            json!({"request": {}}),
+        ] {
+            assert!(serde_json::from_value::<SendProbeBody>(bad).is_err());
+        }
+        // The gateway's sequence is signed: a negative seq parses (and
+        // names no item), a fraction does not.
+        let ack: AckBody = serde_json::from_value(json!({"seq": -1, "cookie": "c"})).unwrap();
+        assert_eq!(ack.seq, -1);
+        assert!(serde_json::from_value::<AckBody>(json!({"seq": 1.5, "cookie": "c"})).is_err());
+        let syn: SynAckBody =
+            serde_json::from_value(json!({"seq": 3, "grant": {}, "from_name": "Ann"})).unwrap();
+        assert_eq!(syn.from_name.as_deref(), Some("Ann"));
+        let status: InviteStatusBody =
+            serde_json::from_value(json!({"status": "declined"})).unwrap();
+        assert_eq!(status.status, InviteAnswer::Declined);
+        assert!(serde_json::from_value::<InviteStatusBody>(json!({"status": "maybe"})).is_err());
+        let invite: SendInviteBody = serde_json::from_value(json!({
+            "to": "jane@doe.test", "invite": {}, "source": "a card", "note": "hi", "from_name": "Ann"
+        }))
+        .unwrap();
+        assert_eq!(invite.note.as_deref(), Some("hi"));
+        assert!(
+            serde_json::from_value::<VerifyBody>(
+                json!({"mailbox": "a@b.test", "code": "x", "k": 1})
+            )
+            .is_err()
+        );
+    }
+
     fn item(extra: Value) -> Result<InboxItem, serde_json::Error> {
         let mut v = json!({"seq": 7, "received": "2026-10-08T12:00:00Z", "kind": "probe"});
         for (k, x) in extra.as_object().unwrap() {
@@ -437,6 +515,7 @@ mod tests {
             to: "bob@b.test".into(),
             request: json!({}),
             from_mailbox: None,
+            from_name: None,
         };
         assert_eq!(
             serde_json::to_value(&p).unwrap(),
