@@ -763,6 +763,17 @@ fn run_latency(
 
 // ---- dinner ---------------------------------------------------------------------
 
+/// The negotiation `task_id` with `peer`, as `rt` holds it.
+fn meeting_of<'a>(rt: &'a Runtime, task_id: &str, peer: &AgentId) -> &'a meeting::MeetingTask {
+    rt.agent()
+        .state
+        .meetings
+        .tasks
+        .values()
+        .find(|m| m.task_id == task_id && &m.peer == peer)
+        .expect("the meeting")
+}
+
 /// The human's confirm through the library, as `rdv dinner confirm` does
 /// it: the state as the listener committed it, the code shown for the
 /// meeting waiting (`meeting_cmd::issue_code`: a phrase drawn and its
@@ -777,15 +788,8 @@ fn human_confirm(
     let t = Instant::now();
     tokio_rt.block_on(async {
         rt.refresh().await.unwrap();
-        let m = rt
-            .agent()
-            .state
-            .meetings
-            .tasks
-            .values()
-            .find(|m| m.task_id == task_id && &m.peer == peer)
-            .expect("the meeting waiting for the human");
-        let (stage, _, digest) = meeting::current_step(m).expect("a step waiting for the human");
+        let (stage, _, digest) = meeting::current_step(meeting_of(rt, task_id, peer))
+            .expect("a step waiting for the human");
         let code = rdv_agent::meeting_cmd::issue_code(rt, task_id, peer, stage, &digest)
             .await
             .unwrap()
@@ -912,15 +916,7 @@ fn run_dinner(
             rt_b.refresh().await.unwrap();
         });
         for (rt, peer) in [(&rt_a, &b_id), (&rt_b, &pair.a_id)] {
-            let m = rt
-                .agent()
-                .state
-                .meetings
-                .tasks
-                .values()
-                .find(|m| m.task_id == id && &m.peer == peer)
-                .unwrap();
-            assert_eq!(m.state.as_str(), "completed");
+            assert_eq!(meeting_of(rt, &id, peer).state.as_str(), "completed");
         }
     }
     tokio_rt.block_on(counter.shutdown());

@@ -182,6 +182,23 @@ fn confirm(net: &mut Net, i: usize, task_id: &str, code: &str) -> Value {
     .unwrap()
 }
 
+/// Bob got a `meeting/decline` for `task_id` (sent after `log`) whose
+/// reason is `rate` (§7.4).
+fn assert_declined_for_rate(net: &Net, log: usize, task_id: &str) {
+    let decline = received(net, BOB, log)
+        .into_iter()
+        .find(|p| p["message"]["taskId"] == task_id)
+        .expect("a decline");
+    assert_eq!(data_of(&decline)["rdv"], "meeting/decline");
+    assert!(
+        data_of(&decline)["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("rate"),
+        "{decline}"
+    );
+}
+
 /// Every payload node `to` received, opened with its key (what went over
 /// the relay since `from_log`).
 fn received(net: &Net, to: usize, from_log: usize) -> Vec<Value> {
@@ -749,17 +766,7 @@ fn a_proposal_over_the_meeting_limits_is_declined_with_reason_rate() {
         !has_task(&net, ALICE, &uuid(4)),
         "no state for a refused proposal"
     );
-    let decline = received(&net, BOB, log)
-        .into_iter()
-        .find(|p| p["message"]["taskId"] == uuid(4).as_str())
-        .expect("a decline");
-    assert_eq!(data_of(&decline)["rdv"], "meeting/decline");
-    assert!(
-        data_of(&decline)["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("rate")
-    );
+    assert_declined_for_rate(&net, log, &uuid(4));
     assert!(
         !net.nodes[ALICE]
             .events_of("meeting")
@@ -881,17 +888,7 @@ fn admitted_proposals_count_in_the_contacts_limit_book_in_a_sliding_window() {
     let log = net.log.len();
     bob_proposes(&mut net, 30);
     assert!(!has_task(&net, ALICE, &uuid(30)));
-    let decline = received(&net, BOB, log)
-        .into_iter()
-        .find(|p| p["message"]["taskId"] == uuid(30).as_str())
-        .expect("a decline");
-    assert_eq!(data_of(&decline)["rdv"], "meeting/decline");
-    assert!(
-        data_of(&decline)["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("rate")
-    );
+    assert_declined_for_rate(&net, log, &uuid(30));
     let b = book(&net);
     assert_eq!(b.caps[EXT_MEETINGS].admitted.len(), 2);
     assert_eq!(b.caps[EXT_MEETINGS].rejected.len(), 1);

@@ -14,6 +14,7 @@ use rdv_agent_core::Command;
 use rdv_agent_core::meeting::{self, MeetingTask, Proposal, Side, Stage};
 use rdv_agent_core::owner::Secret;
 use rdv_agent_core::peer_text::{bounded, terminal_safe};
+use rdv_agent_core::phrase::PhraseSecret;
 use rdv_proto::AgentId;
 use rdv_proto::time::format_time;
 use rmcp::RoleServer;
@@ -303,15 +304,7 @@ fn shown(rt: &Runtime, task_id: &str, peer: Option<&AgentId>) -> Result<Shown> {
 /// channel (stderr), never in a result; false when the step changed since
 /// it was shown (no phrase then).
 async fn show_phrase(server: &Server, s: &Shown) -> Result<bool> {
-    let code = {
-        let mut g = server.runtime().await?;
-        let rt = g
-            .as_mut()
-            .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
-        crate::meeting_cmd::issue_code(rt, &s.task.task_id, &s.task.peer, s.stage, &s.digest)
-            .await?
-    };
-    let Some(code) = code else {
+    let Some(code) = issue_code(server, s).await? else {
         return Ok(false);
     };
     notice(&format!(
@@ -330,6 +323,17 @@ async fn show_phrase(server: &Server, s: &Shown) -> Result<bool> {
         code.expose(),
     ));
     Ok(true)
+}
+
+/// A code bound to the step as `s` showed it (for the human's channel, or
+/// straight back to the core after the human's yes in a form); `None` when
+/// the step changed since.
+async fn issue_code(server: &Server, s: &Shown) -> Result<Option<PhraseSecret>> {
+    let mut g = server.runtime().await?;
+    let rt = g
+        .as_mut()
+        .ok_or(Error::Agent(rdv_agent_core::Error::NoAgent))?;
+    crate::meeting_cmd::issue_code(rt, &s.task.task_id, &s.task.peer, s.stage, &s.digest).await
 }
 
 /// Shows a phrase for the step as shown, or, when it changed meanwhile,
@@ -492,24 +496,7 @@ async fn step(
             Answer::Yes => {
                 // The human's yes to exactly what the form showed: a code
                 // bound to that step, handed straight back to the core.
-                let code = {
-                    let mut g = match server.runtime().await {
-                        Ok(g) => g,
-                        Err(e) => return results::error("rdv_negotiate", &e),
-                    };
-                    let Some(rt) = g.as_mut() else {
-                        return refused("no agent in this home");
-                    };
-                    crate::meeting_cmd::issue_code(
-                        rt,
-                        &shown.task.task_id,
-                        &shown.task.peer,
-                        shown.stage,
-                        &shown.digest,
-                    )
-                    .await
-                };
-                return match code {
+                return match issue_code(server, &shown).await {
                     Ok(Some(code)) => act(server, &shown, code.expose(), "form", reason).await,
                     Ok(None) => changed(server, &shown).await,
                     Err(e) => results::error("rdv_negotiate", &e),
