@@ -947,7 +947,13 @@ impl Agent {
         self.meeting_touch(key);
     }
 
-    fn meeting_open_gate(&mut self, key: &str, stage: Stage, slot: Slot, ctx: &mut Ctx<'_>) {
+    fn meeting_open_gate(
+        &mut self,
+        key: &str,
+        stage: Stage,
+        slot: Slot,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
         let nonce = hex::encode(&ctx.bytes32()[..16]);
         if let Some(t) = self.state.meetings.tasks.get_mut(key) {
             Self::meeting_retire_gate(t);
@@ -964,7 +970,46 @@ impl Agent {
             t.updated = ctx.now;
         }
         self.meeting_touch(key);
+        if let Some(t) = self.state.meetings.tasks.get(key).cloned()
+            && let Some(g) = t.gate.clone()
+            && t.proposer == Side::Peer
+            && self.auto_covers_meeting(&t.peer, ctx)
+        {
+            return self.meeting_auto_pass(key, &t, &g, ctx);
+        }
         self.meeting_event(key, "confirm-needed", Some(slot), None);
+        Ok(())
+    }
+
+    /// §5.5.1 (issue #44): auto_approve: all on the contact takes the step
+    /// of a negotiation the contact started, audited like a task gate.
+    fn meeting_auto_pass(
+        &mut self,
+        key: &str,
+        t: &MeetingTask,
+        g: &Gate,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<()> {
+        let verb = match g.stage {
+            Stage::Accept => Verb::Accept { slot: g.slot },
+            Stage::Confirm => Verb::Confirm { slot: g.slot },
+            Stage::Cancel => return Ok(()),
+        };
+        let left = rdv_proto::canon::to_vec(&Value::Object(verb_data(&verb))).unwrap_or_default();
+        self.audit_append(crate::owner::AuditLine {
+            at: ctx.unix(),
+            contact: t.peer.clone(),
+            action: "pass".into(),
+            capability: Some(EXT_MEETINGS.into()),
+            task_id: Some(t.task_id.clone()),
+            gate: Some(g.stage.as_str().into()),
+            digest: Some(gate_digest(t, g.stage, &g.slot, &g.nonce)),
+            left_sha256: Some(hex::encode(Sha256::digest(&left))),
+            left_bytes: Some(left.len() as u64),
+            via: "auto-approve".into(),
+        });
+        self.meeting_event(key, "auto-approved", Some(g.slot), None);
+        self.meeting_pass_gate(key, t, g, ctx).map(|_| ())
     }
 
     fn meeting_decline(&mut self, key: &str, reason: &str, ctx: &mut Ctx<'_>) -> Result<()> {
@@ -1004,8 +1049,7 @@ impl Agent {
         {
             // Accept the first free slot: held, and waiting for the human.
             let s = *s;
-            self.meeting_open_gate(key, Stage::Accept, s, ctx);
-            return Ok(());
+            return self.meeting_open_gate(key, Stage::Accept, s, ctx);
         }
         if t.offers.len() >= MEETING_MAX_OFFERS {
             // §7.3: the receiver of the third offer declines if nothing fits.
@@ -1186,8 +1230,7 @@ impl Agent {
                     return self.meeting_decline(&key, "the slot is no longer free", ctx);
                 }
                 self.meeting_event(&key, "accepted", Some(slot), None);
-                self.meeting_open_gate(&key, Stage::Confirm, slot, ctx);
-                Ok(())
+                self.meeting_open_gate(&key, Stage::Confirm, slot, ctx)
             }
             Verb::Confirm { slot } => {
                 if t.accepted != Some(slot) {
@@ -1843,12 +1886,24 @@ impl Agent {
         if let Some(r) = self.meeting_check_code(key, code, ctx.now) {
             return Ok(r.value(task_id, "confirmed"));
         }
+        // Still free, and not expired, when the human acts (§7.3).
+        if ctx.now >= t.expires || !self.state.meetings.is_free(&g.slot, Some(key)) {
+            self.meeting_decline(key, "the slot is no longer free", ctx)?;
+            return Ok(refusal(task_id, GateRefusal::NoLongerPossible, "confirmed"));
+        }
+        self.meeting_pass_gate(key, &t, &g, ctx)
+    }
+
+    /// Takes the step of the gate `g` on `t`: the human approved it, or
+    /// auto_approve: all did (§5.5.1). The accept or the confirm leaves.
+    fn meeting_pass_gate(
+        &mut self,
+        key: &str,
+        t: &MeetingTask,
+        g: &Gate,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Value> {
         {
-            // Still free, and not expired, when the human acts (§7.3).
-            if ctx.now >= t.expires || !self.state.meetings.is_free(&g.slot, Some(key)) {
-                self.meeting_decline(key, "the slot is no longer free", ctx)?;
-                return Ok(refusal(task_id, GateRefusal::NoLongerPossible, "confirmed"));
-            }
             match g.stage {
                 Stage::Accept => {
                     if let Some(x) = self.state.meetings.tasks.get_mut(key) {

@@ -272,6 +272,9 @@ impl AutoApprove {
 pub enum Action {
     /// A start or release gate of a pairwise task from the contact.
     TaskGate,
+    /// The accept or confirm of a meeting negotiation the contact started
+    /// (issue #44), when the setting covered meetings.
+    MeetingConfirm,
     /// Creating a contact (a request or a discovery candidate).
     CreateContact,
     /// Joining, admitting, leaving, removing, terms, or a task in a group.
@@ -288,7 +291,7 @@ pub enum Action {
 
 /// §5.5.1 "What it never covers".
 pub fn never_covered(a: Action) -> bool {
-    !matches!(a, Action::TaskGate)
+    !matches!(a, Action::TaskGate | Action::MeetingConfirm)
 }
 
 /// One line of the audit log (§5.5.1): time, contact, capability, taskId,

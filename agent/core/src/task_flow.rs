@@ -1055,9 +1055,37 @@ impl Agent {
         capability: &str,
         ctx: &mut Ctx<'_>,
     ) -> bool {
-        let Some(a) = self.state.tasks.auto.get(peer).cloned() else {
+        let Some((a, grant)) = self.auto_standing(peer, ctx) else {
             return false;
         };
+        let allowed_now = grant
+            .and_then(|(_, s)| Scope::parse(&s, "scope").ok())
+            .is_some_and(|s| limits::allowed(&s, capability).is_some());
+        allowed_now && a.covers(capability) && !never_covered(crate::owner::Action::TaskGate)
+    }
+
+    /// §5.5.1 (issue #44): whether auto_approve: all on `peer` covers the
+    /// accept or confirm of a meeting negotiation `peer` started: only if
+    /// the setting covered meetings when the owner set it, and the grant
+    /// allows them now.
+    pub(crate) fn auto_covers_meeting(&mut self, peer: &AgentId, ctx: &mut Ctx<'_>) -> bool {
+        let Some((a, _)) = self.auto_standing(peer, ctx) else {
+            return false;
+        };
+        a.meetings
+            && self.meetings_from(peer).is_some()
+            && !never_covered(crate::owner::Action::MeetingConfirm)
+    }
+
+    /// The auto_approve setting on `peer` if it still stands, with our
+    /// grant to `peer` (id, scope). A setting that no longer stands is
+    /// turned off here (logged, and the human told).
+    fn auto_standing(
+        &mut self,
+        peer: &AgentId,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<(crate::owner::AutoApprove, Option<(String, Value)>)> {
+        let a = self.state.tasks.auto.get(peer).cloned()?;
         let grant = self
             .state
             .contact(peer)
@@ -1091,12 +1119,9 @@ impl Agent {
         if let Some(why) = off {
             let action = if why == "expired" { "expire" } else { "off" };
             self.auto_off(peer, action, Some(why), "agent", ctx);
-            return false;
+            return None;
         }
-        let allowed_now = grant
-            .and_then(|(_, s)| Scope::parse(&s, "scope").ok())
-            .is_some_and(|s| limits::allowed(&s, capability).is_some());
-        allowed_now && a.covers(capability) && !never_covered(crate::owner::Action::TaskGate)
+        Some((a, grant))
     }
 
     fn auto_off(
@@ -1132,7 +1157,7 @@ impl Agent {
     }
 
     /// Appends one audit line, keeping the last 1000 (§5.5.1).
-    fn audit_append(&mut self, line: crate::owner::AuditLine) {
+    pub(crate) fn audit_append(&mut self, line: crate::owner::AuditLine) {
         let n = self
             .state
             .tasks

@@ -11,6 +11,7 @@ use rdv_agent_core::agent::default_scope;
 use rdv_agent_core::meeting::{self, HoldKind, MeetingTask, Proposal, Slot, Stage};
 use rdv_agent_core::owner::Secret;
 use rdv_agent_core::phrase::Phrase;
+use rdv_agent_core::task_flow::OwnerCommand;
 use rdv_agent_core::{Command, Input, RequestTo};
 use rdv_proto::AgentId;
 use rdv_proto::consts::{EXT_MEETING_CANCEL, EXT_MEETINGS};
@@ -1419,4 +1420,121 @@ fn a_backup_holds_no_meeting_code() {
     let r = out.reply.unwrap();
     assert_eq!(r["confirmed"], false, "{r}");
     assert_eq!(r["refusal"], "no_code", "{r}");
+}
+
+#[test]
+fn auto_approve_takes_the_steps_of_a_negotiation_the_contact_started_only() {
+    // §5.5.1 (issue #44): auto_approve: all on a contact covers the accept
+    // or confirm of a negotiation that contact started, audited; one the
+    // owner started still waits for the owner.
+    let mut net = pair();
+    let owner = |net: &mut Net, c: OwnerCommand| net.cmd(ALICE, Command::Owner(c)).unwrap();
+    owner(
+        &mut net,
+        OwnerCommand::SecretSet {
+            passphrase: Secret::new("the owner passphrase 7"),
+        },
+    );
+    let bob = net.nodes[BOB].id();
+    let r = owner(
+        &mut net,
+        OwnerCommand::AutoApproveOn {
+            contact: bob,
+            until: None,
+            passphrase: Secret::new("the owner passphrase 7"),
+            via: "terminal".into(),
+        },
+    );
+    assert_eq!(r["auto_approve"], "set", "{r}");
+    // Bob proposes: Alice's agent holds the first evening and accepts it
+    // without asking her.
+    let id = propose(&mut net, BOB, ALICE, evenings()).unwrap();
+    let a = task(&net, ALICE, &id);
+    assert!(a.gate.is_none(), "no gate waits for Alice");
+    assert_eq!(a.accepted, Some(evenings()[0]));
+    let steps: Vec<String> = net.nodes[ALICE]
+        .events_of("meeting")
+        .iter()
+        .filter(|e| e["task_id"] == id.as_str())
+        .map(|e| e["step"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(steps.contains(&"auto-approved".to_string()), "{steps:?}");
+    assert!(steps.contains(&"accept-sent".to_string()), "{steps:?}");
+    assert!(!steps.contains(&"confirm-needed".to_string()), "{steps:?}");
+    let audit: Vec<_> = net.nodes[ALICE]
+        .agent
+        .state
+        .tasks
+        .audit
+        .values()
+        .filter(|l| l.action == "pass")
+        .cloned()
+        .collect();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].capability.as_deref(), Some(EXT_MEETINGS));
+    assert_eq!(audit[0].gate.as_deref(), Some("accept"));
+    assert_eq!(audit[0].task_id.as_deref(), Some(id.as_str()));
+    assert!(audit[0].left_sha256.is_some() && audit[0].left_bytes.unwrap() > 0);
+    // Bob's own side still waits for Bob (his agent has no such setting).
+    assert_eq!(task(&net, BOB, &id).gate.unwrap().stage, Stage::Confirm);
+    let (_, c) = code(&mut net, BOB, &id);
+    assert_eq!(confirm(&mut net, BOB, &id, &c)["confirmed"], true);
+    assert_eq!(task(&net, ALICE, &id).state, TaskState::Completed);
+    // Bob proposes an evening Alice is busy on: her agent counters, and
+    // Bob's accept of her counter opens her confirm gate, which
+    // auto-approve takes too (Bob started the negotiation).
+    busy(&mut net, ALICE, vec![evenings()[1], evenings()[2]]);
+    let id2 = propose(&mut net, BOB, ALICE, vec![evenings()[1]]).unwrap();
+    let (_, c2) = code(&mut net, BOB, &id2);
+    assert_eq!(confirm(&mut net, BOB, &id2, &c2)["confirmed"], true);
+    let a2 = task(&net, ALICE, &id2);
+    assert_eq!(a2.state, TaskState::Completed, "{a2:?}");
+    let gates: Vec<String> = net.nodes[ALICE]
+        .agent
+        .state
+        .tasks
+        .audit
+        .values()
+        .filter(|l| l.action == "pass")
+        .filter_map(|l| l.gate.clone())
+        .collect();
+    assert_eq!(gates, ["accept", "confirm"]);
+    // A negotiation Alice started (§5.5.1: it still waits for the owner's
+    // confirm). The core has no reverse-grant command yet, so the grants
+    // both ways are set in memory: Bob's grant to Alice as the one she gave.
+    let sixth = slot("2026-12-06T19:00:00Z", "2026-12-06T21:00:00Z");
+    busy(&mut net, BOB, vec![sixth]);
+    let (alice, bob) = (net.nodes[ALICE].id(), net.nodes[BOB].id());
+    let key = |id: &AgentId| (rdv_agent_core::record::Table::Contact, id.to_string());
+    let given = net.nodes[ALICE].records[&key(&bob)]["granted_by_us"].clone();
+    net.nodes[ALICE].records.get_mut(&key(&bob)).unwrap()["granted_to_us"] = given.clone();
+    net.nodes[BOB].records.get_mut(&key(&alice)).unwrap()["granted_by_us"] = given;
+    net.nodes[ALICE].reload();
+    net.nodes[BOB].reload();
+    let id3 = propose(&mut net, ALICE, BOB, vec![sixth]).unwrap();
+    assert_eq!(
+        task(&net, BOB, &id3).state,
+        TaskState::InputRequired,
+        "Bob countered"
+    );
+    let a3 = task(&net, ALICE, &id3);
+    assert_eq!(
+        a3.gate.map(|g| g.stage),
+        Some(Stage::Accept),
+        "it waits for Alice"
+    );
+    assert!(a3.accepted.is_none());
+    // Calling off an agreed meeting is never covered: it needs her code.
+    let r = net
+        .cmd(
+            ALICE,
+            Command::CancelMeeting {
+                task_id: id.clone(),
+                peer: None,
+                code: None,
+                reason: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(r["refusal"], "code_needed", "{r}");
 }

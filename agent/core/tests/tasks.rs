@@ -1139,6 +1139,7 @@ fn auto_approve_never_covers_what_the_spec_excludes() {
         assert!(never_covered(a), "{a:?}");
     }
     assert!(!never_covered(Action::TaskGate));
+    assert!(!never_covered(Action::MeetingConfirm));
     let mut net = contacts(scope());
     owner(
         &mut net,
