@@ -183,6 +183,27 @@ fn confirm(net: &mut Net, i: usize, task_id: &str, code: &str) -> Value {
     .unwrap()
 }
 
+/// The owner cancels `task_id` on node `i` (§7.3), with the code shown
+/// and a reason, as `rdv dinner cancel` does.
+fn cancel(
+    net: &mut Net,
+    i: usize,
+    task_id: &str,
+    code: Option<&str>,
+    reason: Option<&str>,
+) -> Value {
+    net.cmd(
+        i,
+        Command::CancelMeeting {
+            task_id: task_id.into(),
+            peer: None,
+            code: code.map(Secret::new),
+            reason: reason.map(str::to_string),
+        },
+    )
+    .unwrap()
+}
+
 /// Bob got a `meeting/decline` for `task_id` (sent after `log`) whose
 /// reason is `rate` (§7.4).
 fn assert_declined_for_rate(net: &Net, log: usize, task_id: &str) {
@@ -459,16 +480,7 @@ fn a_held_slot_is_busy_for_every_other_task_until_released() {
     assert_eq!(tc.state, TaskState::InputRequired);
     assert!(!tc.offers[1].slots.contains(&evenings()[0]));
     // Bob cancels: the hold is released, and the slot is free again.
-    net.cmd(
-        BOB,
-        Command::CancelMeeting {
-            task_id: b.clone(),
-            peer: None,
-            code: None,
-            reason: None,
-        },
-    )
-    .unwrap();
+    cancel(&mut net, BOB, &b, None, None);
     let tb = task(&net, ALICE, &b);
     assert_eq!(tb.state, TaskState::Canceled);
     assert!(tb.hold.is_none());
@@ -483,16 +495,7 @@ fn a_held_slot_is_busy_for_every_other_task_until_released() {
     // cancelling the negotiation; the hold goes.
     let b2 = propose(&mut net, BOB, ALICE, one.clone()).unwrap();
     assert!(task(&net, ALICE, &b2).hold.is_some());
-    net.cmd(
-        ALICE,
-        Command::CancelMeeting {
-            task_id: b2.clone(),
-            peer: None,
-            code: None,
-            reason: None,
-        },
-    )
-    .unwrap();
+    cancel(&mut net, ALICE, &b2, None, None);
     assert!(task(&net, ALICE, &b2).hold.is_none());
     // Expiry releases: a proposal held, then 48 hours pass.
     let b3 = propose(&mut net, BOB, ALICE, vec![evenings()[2]]).unwrap();
@@ -1030,16 +1033,7 @@ fn the_confirm_code_is_bound_to_the_meeting_shown() {
     assert_eq!(r["code_set"], false);
     // The negotiation changes under the same id (Bob cancels): the code
     // shown before confirms nothing, and says so.
-    net.cmd(
-        BOB,
-        Command::CancelMeeting {
-            task_id: id.clone(),
-            peer: None,
-            code: None,
-            reason: None,
-        },
-    )
-    .unwrap();
+    cancel(&mut net, BOB, &id, None, None);
     let r = confirm(&mut net, ALICE, &id, &c);
     assert_eq!(r["confirmed"], false);
     assert_eq!(r["refusal"], "meeting_changed");
@@ -1132,57 +1126,17 @@ fn a_finished_task_is_answered_with_its_real_state_at_most_8_times() {
 fn an_agreed_meeting_is_called_off_only_with_its_cancel_code() {
     let mut net = pair();
     let id = agreed(&mut net);
-    let r = net
-        .cmd(
-            BOB,
-            Command::CancelMeeting {
-                task_id: id.clone(),
-                peer: None,
-                code: None,
-                reason: None,
-            },
-        )
-        .unwrap();
+    let r = cancel(&mut net, BOB, &id, None, None);
     assert_eq!(r["canceled"], false);
     assert_eq!(r["refusal"], "code_needed");
-    let r = net
-        .cmd(
-            BOB,
-            Command::CancelMeeting {
-                task_id: id.clone(),
-                peer: None,
-                code: Some(Secret::new("otter-tiger-eagle-123")),
-                reason: None,
-            },
-        )
-        .unwrap();
+    let r = cancel(&mut net, BOB, &id, Some("otter-tiger-eagle-123"), None);
     assert_eq!(r["refusal"], "no_code");
     let (stage, c) = code(&mut net, BOB, &id);
     assert_eq!(stage, Stage::Cancel);
-    let r = net
-        .cmd(
-            BOB,
-            Command::CancelMeeting {
-                task_id: id.clone(),
-                peer: None,
-                code: Some(Secret::new("otter-tiger-eagle-123")),
-                reason: None,
-            },
-        )
-        .unwrap();
+    let r = cancel(&mut net, BOB, &id, Some("otter-tiger-eagle-123"), None);
     assert_eq!(r["refusal"], "wrong_code");
     assert_eq!(task(&net, BOB, &id).state, TaskState::Completed);
-    let r = net
-        .cmd(
-            BOB,
-            Command::CancelMeeting {
-                task_id: id.clone(),
-                peer: None,
-                code: Some(Secret::new(c)),
-                reason: Some("sorry, I am ill".into()),
-            },
-        )
-        .unwrap();
+    let r = cancel(&mut net, BOB, &id, Some(&c), Some("sorry, I am ill"));
     assert_eq!(r["canceled"], true, "{r}");
     assert_eq!(r["verb"], "meeting/cancel");
     for i in [ALICE, BOB] {
@@ -1240,17 +1194,7 @@ fn a_cancel_reason_is_one_short_line() {
     );
     // A negotiation still open is called off with the reason sent along.
     let log = net.log.len();
-    let r = net
-        .cmd(
-            BOB,
-            Command::CancelMeeting {
-                task_id: id.clone(),
-                peer: None,
-                code: None,
-                reason: Some("plans changed".into()),
-            },
-        )
-        .unwrap();
+    let r = cancel(&mut net, BOB, &id, None, Some("plans changed"));
     assert_eq!(r["canceled"], true, "{r}");
     let sent = received(&net, ALICE, log);
     assert!(
@@ -1525,16 +1469,6 @@ fn auto_approve_takes_the_steps_of_a_negotiation_the_contact_started_only() {
     );
     assert!(a3.accepted.is_none());
     // Calling off an agreed meeting is never covered: it needs her code.
-    let r = net
-        .cmd(
-            ALICE,
-            Command::CancelMeeting {
-                task_id: id.clone(),
-                peer: None,
-                code: None,
-                reason: None,
-            },
-        )
-        .unwrap();
+    let r = cancel(&mut net, ALICE, &id, None, None);
     assert_eq!(r["refusal"], "code_needed", "{r}");
 }
